@@ -1,0 +1,142 @@
+// mycel: the command-line client of myceld.
+#include <stdio.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "cli/cli.h"
+
+namespace mycel::cli {
+namespace {
+
+constexpr const Group* kGroups[] = {&kNodeGroup, &kCompletionGroup};
+
+constexpr char kGlobalHelp[] = R"(global options (before or after the command):
+  --socket PATH        myceld's unix socket (default /run/mycel/mycel.sock,
+                       or $MYCEL_SOCKET)
+  --node HOST:PORT     talk to a remote node over TCP with mutual TLS
+  --tls-ca FILE        CA certificate that the node's certificate chains to
+  --tls-cert FILE      client certificate
+  --tls-key FILE       client private key
+  -o, --output FORMAT  table (default) or json
+  --timeout SECONDS    deadline for each call (default 30)
+  -h, --help           help for mycel or for a command
+)";
+
+void PrintUsage(FILE* out) {
+  fprintf(out,
+          "usage: mycel [global options] GROUP COMMAND [ARGS]\n\ngroups:\n");
+  for (const Group* g : kGroups) {
+    fprintf(out, "  %-12s %s\n", g->name, g->summary);
+  }
+  fprintf(out, "\n%s\nRun 'mycel GROUP --help' for the commands of a group.\n",
+          kGlobalHelp);
+}
+
+// Pulls the global options out of `args` (anywhere before "--") and leaves
+// the rest in order. Returns false after printing an error.
+bool ParseGlobals(std::vector<std::string>& args, GlobalOptions* opts) {
+  if (const char* env = getenv("MYCEL_SOCKET"); env != nullptr && *env) {
+    opts->socket = env;
+  }
+  std::vector<std::string> rest;
+  bool passthrough = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    if (passthrough || a == "--") {
+      passthrough = true;
+      rest.push_back(a);
+      continue;
+    }
+    std::string name = a, value;
+    bool has_value = false;
+    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+      name = a.substr(0, a.find('='));
+      value = a.substr(a.find('=') + 1);
+      has_value = true;
+    }
+    std::string* target = nullptr;
+    if (name == "--socket") target = &opts->socket;
+    if (name == "--node") target = &opts->node;
+    if (name == "--tls-ca") target = &opts->tls_ca;
+    if (name == "--tls-cert") target = &opts->tls_cert;
+    if (name == "--tls-key") target = &opts->tls_key;
+    bool is_output = name == "-o" || name == "--output";
+    bool is_timeout = name == "--timeout";
+    if (target == nullptr && !is_output && !is_timeout) {
+      rest.push_back(a);
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= args.size()) {
+        fprintf(stderr, "mycel: %s: missing value\n", name.c_str());
+        return false;
+      }
+      value = args[++i];
+    }
+    if (target != nullptr) {
+      *target = value;
+    } else if (is_output) {
+      if (value == "table") {
+        opts->output = Output::kTable;
+      } else if (value == "json") {
+        opts->output = Output::kJson;
+      } else {
+        fprintf(stderr, "mycel: --output: want table or json, got \"%s\"\n",
+                value.c_str());
+        return false;
+      }
+    } else if (!absl::SimpleAtoi(value, &opts->timeout_seconds) ||
+               opts->timeout_seconds <= 0) {
+      fprintf(
+          stderr,
+          "mycel: --timeout: want a positive number of seconds, got \"%s\"\n",
+          value.c_str());
+      return false;
+    }
+  }
+  args = std::move(rest);
+  return true;
+}
+
+}  // namespace
+
+std::span<const Group> Groups() {
+  static const std::vector<Group> groups = [] {
+    std::vector<Group> v;
+    for (const Group* g : kGroups) v.push_back(*g);
+    return v;
+  }();
+  return groups;
+}
+
+}  // namespace mycel::cli
+
+int main(int argc, char** argv) {
+  using namespace mycel::cli;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  GlobalOptions opts;
+  if (!ParseGlobals(args, &opts)) return kExitUsage;
+  if (args.empty()) {
+    PrintUsage(stderr);
+    return kExitUsage;
+  }
+  if (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    PrintUsage(stdout);
+    return kExitOk;
+  }
+  if (args[0] == "--version" || args[0] == "version") {
+    printf("mycel %s\n", MYCEL_VERSION);
+    return kExitOk;
+  }
+  for (const Group* g : kGroups) {
+    if (args[0] != g->name) continue;
+    Context ctx(opts);
+    return Dispatch(ctx, *g,
+                    std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  fprintf(stderr, "mycel: unknown command group \"%s\"\n\n", args[0].c_str());
+  PrintUsage(stderr);
+  return kExitUsage;
+}

@@ -1,0 +1,164 @@
+// mycel node info | health | shutdown
+#include <stdio.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/cli.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "mycel/v1/node.grpc.pb.h"
+
+namespace mycel::cli {
+namespace {
+
+std::string Yes(bool b) { return b ? "yes" : "no"; }
+
+std::string CgroupModeText(mycel::v1::CgroupMode m) {
+  switch (m) {
+    case mycel::v1::CGROUP_MODE_V2:
+      return "v2";
+    case mycel::v1::CGROUP_MODE_HYBRID:
+      return "hybrid";
+    case mycel::v1::CGROUP_MODE_V1:
+      return "v1";
+    case mycel::v1::CGROUP_MODE_NONE:
+      return "none";
+    default:
+      return "unknown";
+  }
+}
+
+std::string FormatUptime(const google::protobuf::Duration& d) {
+  int64_t s = d.seconds();
+  if (s >= 86400)
+    return absl::StrFormat("%dd%dh%dm", s / 86400, s % 86400 / 3600,
+                           s % 3600 / 60);
+  if (s >= 3600)
+    return absl::StrFormat("%dh%dm%ds", s / 3600, s % 3600 / 60, s % 60);
+  if (s >= 60) return absl::StrFormat("%dm%ds", s / 60, s % 60);
+  return absl::StrFormat("%.1fs", s + d.nanos() / 1e9);
+}
+
+int Info(Context& ctx, const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    fprintf(stderr, "mycel node info: unexpected argument \"%s\"\n",
+            args[0].c_str());
+    return kExitUsage;
+  }
+  auto channel = ctx.Channel();
+  if (!channel.ok()) return ctx.Fail(channel.status());
+  auto stub = mycel::v1::Node::NewStub(*channel);
+  mycel::v1::NodeInfo info;
+  auto call = ctx.NewCall();
+  grpc::Status st = stub->GetInfo(call.get(), {}, &info);
+  if (!st.ok()) return ctx.Fail(st);
+  if (ctx.options().output == Output::kJson) return ctx.PrintJson(info);
+  const auto& f = info.features();
+  std::vector<std::string> v1(f.cgroup_v1_controllers().begin(),
+                              f.cgroup_v1_controllers().end());
+  std::vector<std::string> v2(f.cgroup_v2_controllers().begin(),
+                              f.cgroup_v2_controllers().end());
+  PrintKeyValues({
+      {"NAME", info.name()},
+      {"VERSION", info.version()},
+      {"UPTIME", FormatUptime(info.uptime())},
+      {"PID", absl::StrCat(info.pid(), info.pid1() ? " (PID 1)" : "")},
+      {"KERNEL", info.kernel_release()},
+      {"CGROUP MODE", CgroupModeText(info.cgroup_mode())},
+      {"CGROUP V1", v1.empty() ? "-" : absl::StrJoin(v1, ",")},
+      {"CGROUP V2", v2.empty() ? "-" : absl::StrJoin(v2, ",")},
+      {"SECCOMP", Yes(f.seccomp())},
+      {"BPF", Yes(f.bpf())},
+      {"BTF", Yes(f.btf())},
+      {"KVM", Yes(f.kvm())},
+      {"USER NAMESPACES", Yes(f.user_namespaces())},
+      {"STATE DIR", info.state_dir()},
+      {"SCHEMA", absl::StrCat(info.schema_version())},
+  });
+  return kExitOk;
+}
+
+int Health(Context& ctx, const std::vector<std::string>& args) {
+  std::string service;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--service" && i + 1 < args.size()) {
+      service = args[++i];
+    } else {
+      fprintf(stderr, "mycel node health: unexpected argument \"%s\"\n",
+              args[i].c_str());
+      return kExitUsage;
+    }
+  }
+  auto channel = ctx.Channel();
+  if (!channel.ok()) return ctx.Fail(channel.status());
+  auto stub = grpc::health::v1::Health::NewStub(*channel);
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  auto call = ctx.NewCall();
+  grpc::Status st = stub->Check(call.get(), req, &resp);
+  if (st.error_code() == grpc::StatusCode::NOT_FOUND) {
+    fprintf(stderr, "mycel: health: service \"%s\" is not known to myceld\n",
+            service.c_str());
+    return kExitFailure;
+  }
+  if (!st.ok()) return ctx.Fail(st);
+  if (ctx.options().output == Output::kJson) {
+    int rc = ctx.PrintJson(resp);
+    if (rc != kExitOk) return rc;
+  } else {
+    printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+                       resp.status())
+                       .c_str());
+  }
+  return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING
+             ? kExitOk
+             : kExitFailure;
+}
+
+int Shutdown(Context& ctx, const std::vector<std::string>& args) {
+  mycel::v1::ShutdownRequest req;
+  req.set_mode(mycel::v1::SHUTDOWN_MODE_POWEROFF);
+  for (const auto& a : args) {
+    if (a == "--reboot") {
+      req.set_mode(mycel::v1::SHUTDOWN_MODE_REBOOT);
+    } else if (a == "--halt") {
+      req.set_mode(mycel::v1::SHUTDOWN_MODE_HALT);
+    } else if (a == "--poweroff") {
+      req.set_mode(mycel::v1::SHUTDOWN_MODE_POWEROFF);
+    } else {
+      fprintf(stderr, "mycel node shutdown: unexpected argument \"%s\"\n",
+              a.c_str());
+      return kExitUsage;
+    }
+  }
+  auto channel = ctx.Channel();
+  if (!channel.ok()) return ctx.Fail(channel.status());
+  auto stub = mycel::v1::Node::NewStub(*channel);
+  mycel::v1::ShutdownResponse resp;
+  auto call = ctx.NewCall();
+  grpc::Status st = stub->Shutdown(call.get(), req, &resp);
+  if (!st.ok()) return ctx.Fail(st);
+  if (ctx.options().output == Output::kJson) return ctx.PrintJson(resp);
+  printf("shutdown requested\n");
+  return kExitOk;
+}
+
+constexpr Command kCommands[] = {
+    {"info", "", "show the node's identity, kernel and host features", "",
+     Info},
+    {"health", "[--service NAME]",
+     "check the daemon's gRPC health; exits 0 when SERVING", "", Health},
+    {"shutdown", "[--reboot|--halt|--poweroff]", "stop the daemon gracefully",
+     "The daemon stops its workloads and exits. When it is PID 1 of a\n"
+     "machine it then powers the machine off, or reboots or halts it.\n",
+     Shutdown},
+};
+
+}  // namespace
+
+const Group kNodeGroup = {"node", "inspect and control the node", kCommands};
+
+}  // namespace mycel::cli

@@ -1,0 +1,42 @@
+// Daemon configuration: defaults, then a JSON file (--config), then flags.
+#ifndef MYCEL_DAEMON_CONFIG_H_
+#define MYCEL_DAEMON_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "mycel/v1/config.pb.h"
+
+namespace mycel {
+
+inline constexpr char kDefaultStateDir[] = "/var/lib/mycel";
+inline constexpr char kDefaultSocket[] = "/run/mycel/mycel.sock";
+
+struct DaemonFlags {
+  mycel::v1::DaemonConfig config;
+  bool help = false;
+  bool version = false;
+};
+
+// Parses argv (without argv[0]). Accepts "--flag value" and "--flag=value".
+// A --config file is read first and the other flags override it, wherever
+// they appear. Unknown flags, missing values and bad JSON are
+// INVALID_ARGUMENT naming the flag or field. Defaults are filled in for
+// state_dir, socket, node_name and log_level.
+absl::StatusOr<DaemonFlags> ParseDaemonFlags(
+    const std::vector<std::string>& args);
+
+// Parses the JSON form of DaemonConfig. Unknown fields are rejected.
+absl::StatusOr<mycel::v1::DaemonConfig> ParseConfigJson(
+    const std::string& json, const std::string& origin);
+
+// Checks values: log level, HOST:PORT syntax, TLS files given all together.
+absl::Status ValidateConfig(const mycel::v1::DaemonConfig& config);
+
+// The --help text.
+std::string DaemonUsage();
+
+}  // namespace mycel
+
+#endif  // MYCEL_DAEMON_CONFIG_H_

@@ -1,0 +1,71 @@
+#include "daemon/server/node_service.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/log.h"
+
+namespace mycel {
+namespace {
+
+mycel::v1::CgroupMode ToProto(CgroupMode mode) {
+  switch (mode) {
+    case CgroupMode::kV2:
+      return mycel::v1::CGROUP_MODE_V2;
+    case CgroupMode::kHybrid:
+      return mycel::v1::CGROUP_MODE_HYBRID;
+    case CgroupMode::kV1:
+      return mycel::v1::CGROUP_MODE_V1;
+    case CgroupMode::kNone:
+      return mycel::v1::CGROUP_MODE_NONE;
+  }
+  return mycel::v1::CGROUP_MODE_UNSPECIFIED;
+}
+
+}  // namespace
+
+grpc::Status NodeService::GetInfo(grpc::ServerContext*,
+                                  const mycel::v1::GetInfoRequest*,
+                                  mycel::v1::NodeInfo* resp) {
+  resp->set_name(params_.node_name);
+  resp->set_version(MYCEL_VERSION);
+  absl::Duration up = absl::Now() - params_.started;
+  int64_t nanos = absl::ToInt64Nanoseconds(up);
+  resp->mutable_uptime()->set_seconds(nanos / 1000000000);
+  resp->mutable_uptime()->set_nanos(static_cast<int32_t>(nanos % 1000000000));
+  resp->set_kernel_release(params_.host.kernel_release);
+  resp->set_cgroup_mode(ToProto(params_.host.cgroup_mode));
+  mycel::v1::HostFeatures* f = resp->mutable_features();
+  f->set_seccomp(params_.host.seccomp);
+  f->set_bpf(params_.host.bpf);
+  f->set_btf(params_.host.btf);
+  f->set_kvm(params_.host.kvm);
+  f->set_user_namespaces(params_.host.user_namespaces);
+  for (const auto& c : params_.host.cgroup_v1_controllers) {
+    f->add_cgroup_v1_controllers(c);
+  }
+  for (const auto& c : params_.host.cgroup_v2_controllers) {
+    f->add_cgroup_v2_controllers(c);
+  }
+  resp->set_pid(getpid());
+  resp->set_pid1(getpid() == 1);
+  resp->set_state_dir(params_.state_dir);
+  resp->set_schema_version(params_.schema_version);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::Shutdown(grpc::ServerContext* ctx,
+                                   const mycel::v1::ShutdownRequest* req,
+                                   mycel::v1::ShutdownResponse*) {
+  if (!mycel::v1::ShutdownMode_IsValid(req->mode())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("mode: unknown value ", req->mode()));
+  }
+  log::Info("shutdown requested",
+            {{"peer", ctx->peer()},
+             {"mode", mycel::v1::ShutdownMode_Name(req->mode())}});
+  params_.on_shutdown(req->mode());
+  return grpc::Status::OK;
+}
+
+}  // namespace mycel

@@ -1,0 +1,42 @@
+// The mycel.v1.Node gRPC service.
+#ifndef MYCEL_DAEMON_SERVER_NODE_SERVICE_H_
+#define MYCEL_DAEMON_SERVER_NODE_SERVICE_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "mycel/v1/node.grpc.pb.h"
+#include "runtime/host_info.h"
+
+namespace mycel {
+
+// Thread-safe: all state is fixed at construction. `on_shutdown` is called
+// from a gRPC thread after the reply is queued; it must not block.
+class NodeService final : public mycel::v1::Node::Service {
+ public:
+  struct Params {
+    std::string node_name;
+    std::string state_dir;
+    int schema_version = 0;
+    HostInfo host;
+    absl::Time started;
+    std::function<void(mycel::v1::ShutdownMode)> on_shutdown;
+  };
+
+  explicit NodeService(Params params) : params_(std::move(params)) {}
+
+  grpc::Status GetInfo(grpc::ServerContext* ctx,
+                       const mycel::v1::GetInfoRequest* req,
+                       mycel::v1::NodeInfo* resp) override;
+  grpc::Status Shutdown(grpc::ServerContext* ctx,
+                        const mycel::v1::ShutdownRequest* req,
+                        mycel::v1::ShutdownResponse* resp) override;
+
+ private:
+  const Params params_;
+};
+
+}  // namespace mycel
+
+#endif  // MYCEL_DAEMON_SERVER_NODE_SERVICE_H_

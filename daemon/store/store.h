@@ -1,0 +1,104 @@
+// Store: myceld's SQLite state database.
+//
+// One file, <state-dir>/mycel.db, in WAL mode with a busy timeout and
+// foreign keys on. The schema is versioned with PRAGMA user_version and
+// migrated forward at open, one transaction per migration. A database whose
+// version is newer than this binary knows is refused rather than touched.
+#ifndef MYCEL_DAEMON_STORE_STORE_H_
+#define MYCEL_DAEMON_STORE_STORE_H_
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/store/sqlite.h"
+
+namespace mycel::store {
+
+// One forward migration. `version` is the schema version after it runs;
+// versions are consecutive from 1.
+struct Migration {
+  int version;
+  absl::string_view sql;
+};
+
+// The migrations this binary ships, in order.
+std::span<const Migration> BuiltinMigrations();
+
+// Thread-safe: every access to the connection happens under mu(), which
+// callers take through Locked().
+class Store {
+ public:
+  struct Options {
+    // Migrations to apply; empty means BuiltinMigrations().
+    std::span<const Migration> migrations;
+    // Run PRAGMA quick_check at open and refuse a damaged database.
+    bool integrity_check = true;
+  };
+
+  // Opens (creating if needed) the database at `path` and migrates it.
+  // Errors name the path and what went wrong:
+  //  - FAILED_PRECONDITION when the schema is newer than the binary knows
+  //    ("schema version 7 is newer than this myceld supports (3)");
+  //  - DATA_LOSS when the file is not a database or fails its check;
+  //  - PERMISSION_DENIED when it cannot be opened or written.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
+                                                     Options options);
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path) {
+    return Open(path, Options{});
+  }
+
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  ~Store();
+
+  const std::string& path() const { return path_; }
+  int schema_version() const { return schema_version_; }
+
+  // Runs `fn(sqlite3*)` with the connection locked and returns its result.
+  template <typename Fn>
+  auto Locked(Fn&& fn) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return fn(db_.get());
+  }
+
+  // Runs `fn(sqlite3*)` inside BEGIN IMMEDIATE ... COMMIT; rolls back when
+  // it returns an error. `fn` returns absl::Status.
+  template <typename Fn>
+  absl::Status Transaction(Fn&& fn) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    absl::Status s = Exec(db_.get(), "BEGIN IMMEDIATE");
+    if (!s.ok()) return s;
+    s = fn(db_.get());
+    if (!s.ok()) {
+      Exec(db_.get(), "ROLLBACK").IgnoreError();  // The error above wins.
+      return s;
+    }
+    return Exec(db_.get(), "COMMIT");
+  }
+
+  // Key/value metadata (table meta).
+  absl::StatusOr<std::string> GetMeta(absl::string_view key);
+  absl::Status SetMeta(absl::string_view key, absl::string_view value);
+
+  // Copies the WAL into the main file and truncates it (used before a
+  // shutdown so that the database is a single consistent file).
+  absl::Status Checkpoint();
+
+ private:
+  Store(std::string path, DbHandle db, int version)
+      : path_(std::move(path)), db_(std::move(db)), schema_version_(version) {}
+
+  const std::string path_;
+  absl::Mutex mu_;
+  DbHandle db_ ABSL_GUARDED_BY(mu_);
+  const int schema_version_;
+};
+
+}  // namespace mycel::store
+
+#endif  // MYCEL_DAEMON_STORE_STORE_H_

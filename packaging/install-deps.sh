@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that mycel's build, tests and benchmarks
+# need. Idempotent: when everything is present it does not touch apt at all.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake ninja-build clang pkg-config git
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libsqlite3-dev libssl-dev libboost-dev libseccomp-dev libbpf-dev libcap-dev
+  libjsonnet-dev doctest-dev
+  # formatting check (part of the test suite)
+  clang-format
+  # tests: PKI, namespaces, netns, guests
+  openssl bc util-linux iproute2 procps sqlite3 busybox-static cpio kmod
+  qemu-system-x86
+  # benchmarks: the anchors mycel is compared with
+  runc crun hyperfine bpftool
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install packages" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done" >&2

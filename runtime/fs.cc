@@ -1,0 +1,65 @@
+#include "runtime/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/status.h"
+#include "runtime/unique_fd.h"
+
+namespace mycel {
+
+absl::Status MakeDirs(const std::string& path, mode_t mode) {
+  if (path.empty()) return absl::InvalidArgumentError("empty path");
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " exists and is not a directory"));
+  }
+  size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    RETURN_IF_ERROR(MakeDirs(path.substr(0, slash), 0755));
+  }
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return PosixError(absl::StrCat("mkdir ", path), errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return PosixError(absl::StrCat("open ", path), errno);
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return PosixError(absl::StrCat("read ", path), errno);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+absl::Status WriteFile(const std::string& path, absl::string_view data,
+                       mode_t mode) {
+  UniqueFd fd(
+      open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+  if (!fd) return PosixError(absl::StrCat("open ", path), errno);
+  while (!data.empty()) {
+    ssize_t n = write(fd.get(), data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return PosixError(absl::StrCat("write ", path), errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mycel

@@ -1,0 +1,46 @@
+// Facts about the host kernel, measured (not assumed) by probing the
+// filesystems and syscalls involved. Each probe is cheap and side-effect
+// free apart from the file descriptors it opens and closes.
+#ifndef MYCEL_RUNTIME_HOST_INFO_H_
+#define MYCEL_RUNTIME_HOST_INFO_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace mycel {
+
+enum class CgroupMode { kNone, kV1, kHybrid, kV2 };
+
+absl::string_view CgroupModeName(CgroupMode mode);
+
+struct HostInfo {
+  std::string kernel_release;
+  CgroupMode cgroup_mode = CgroupMode::kNone;
+  // Mount point of the cgroup2 hierarchy ("" when there is none):
+  // /sys/fs/cgroup on v2, usually /sys/fs/cgroup/unified on hybrid.
+  std::string cgroup2_mount;
+  std::vector<std::string> cgroup_v1_controllers;
+  std::vector<std::string> cgroup_v2_controllers;
+  bool seccomp = false;
+  bool bpf = false;
+  bool btf = false;
+  bool kvm = false;
+  bool user_namespaces = false;
+};
+
+// Probes the host. `cgroup_root` is where cgroup filesystems are expected
+// (normally /sys/fs/cgroup); tests point it elsewhere.
+HostInfo ProbeHost(const std::string& cgroup_root = "/sys/fs/cgroup");
+
+// Determines the cgroup layout under `cgroup_root` from its mounts.
+CgroupMode DetectCgroupMode(const std::string& cgroup_root,
+                            std::string* cgroup2_mount);
+
+// The node's hostname (gethostname), or an error naming the call.
+absl::StatusOr<std::string> Hostname();
+
+}  // namespace mycel
+
+#endif  // MYCEL_RUNTIME_HOST_INFO_H_

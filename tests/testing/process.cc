@@ -1,0 +1,177 @@
+#include "tests/testing/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace mycel::testing {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<char*> Argv(const std::vector<std::string>& args) {
+  std::vector<char*> v;
+  for (const auto& a : args) v.push_back(const_cast<char*>(a.c_str()));
+  v.push_back(nullptr);
+  return v;
+}
+
+int DecodeWait(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace
+
+CommandResult Run(const std::vector<std::string>& argv) {
+  CommandResult r;
+  char out_path[] = "/tmp/mycel-test-out-XXXXXX";
+  char err_path[] = "/tmp/mycel-test-err-XXXXXX";
+  int out_fd = mkstemp(out_path);
+  int err_fd = mkstemp(err_path);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+  pid_t pid;
+  auto args = Argv(argv);
+  int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out_fd);
+  close(err_fd);
+  if (rc == 0) {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  } else {
+    r.err = std::string("posix_spawn failed: ") + strerror(rc);
+  }
+  r.out = Slurp(out_path);
+  r.err += Slurp(err_path);
+  unlink(out_path);
+  unlink(err_path);
+  return r;
+}
+
+CommandResult Shell(const std::string& script) {
+  return Run({"/bin/sh", "-c", script});
+}
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/mycel-test-XXXXXX";
+  path_ = mkdtemp(tmpl);
+}
+
+TempDir::~TempDir() {
+  // Unmount anything a test left mounted below, then remove.
+  Shell("grep -o ' " + path_ +
+        "[^ ]*' /proc/mounts | sort -r | "
+        "xargs -r -n1 umount -l 2>/dev/null; rm -rf '" +
+        path_ + "'");
+}
+
+std::string Binary(const std::string& name) {
+  if (name == "myceld") return std::string(MYCEL_BINARY_DIR) + "/daemon/myceld";
+  if (name == "mycel") return std::string(MYCEL_BINARY_DIR) + "/cli/mycel";
+  return std::string(MYCEL_BINARY_DIR) + "/" + name;
+}
+
+DaemonProcess::DaemonProcess(std::string dir, std::vector<std::string> extra)
+    : dir_(std::move(dir)), extra_(std::move(extra)) {}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+bool DaemonProcess::Start(std::chrono::milliseconds timeout) {
+  std::vector<std::string> argv = {Binary("myceld"), "--state-dir", state_dir(),
+                                   "--socket", socket()};
+  // The harness names the node unless the test sets the name itself, or
+  // wants it to come from a config file.
+  bool named = false;
+  for (const auto& a : extra_) named |= a == "--node-name" || a == "--config";
+  if (!named) argv.insert(argv.end(), {"--node-name", "test-node"});
+  argv.insert(argv.end(), extra_.begin(), extra_.end());
+  log_offset_ = Slurp(dir_ + "/myceld.log").size();
+  int log_fd = open((dir_ + "/myceld.log").c_str(),
+                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
+  auto args = Argv(argv);
+  int rc = posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(log_fd);
+  if (rc != 0) {
+    pid_ = -1;
+    return false;
+  }
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    if (Log().find("myceld ready") != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+int DaemonProcess::Signal(int sig, std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, sig);
+  return Wait(timeout);
+}
+
+int DaemonProcess::Wait(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return -1;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return DecodeWait(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+std::string DaemonProcess::Log() const {
+  std::string all = Slurp(dir_ + "/myceld.log");
+  return all.size() >= log_offset_ ? all.substr(log_offset_) : all;
+}
+
+CommandResult DaemonProcess::Cli(std::vector<std::string> args) const {
+  args.insert(args.begin(), {Binary("mycel"), "--socket", socket()});
+  return Run(args);
+}
+
+}  // namespace mycel::testing
