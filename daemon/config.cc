@@ -1,5 +1,7 @@
 #include "daemon/config.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <functional>
 #include <map>
@@ -39,6 +41,10 @@ const std::map<std::string, Setter>& FlagSetters() {
        [](DaemonConfig* c, const std::string& v) { c->set_tls_ca(v); }},
       {"log-level",
        [](DaemonConfig* c, const std::string& v) { c->set_log_level(v); }},
+      {"module-dir",
+       [](DaemonConfig* c, const std::string& v) { c->set_module_dir(v); }},
+      {"hostname",
+       [](DaemonConfig* c, const std::string& v) { c->set_hostname(v); }},
   };
   return *setters;
 }
@@ -104,7 +110,7 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
 }
 
 absl::StatusOr<DaemonFlags> ParseDaemonFlags(
-    const std::vector<std::string>& args) {
+    const std::vector<std::string>& args, const std::string& default_config) {
   DaemonFlags flags;
   std::vector<std::pair<std::string, std::string>> sets;
   std::string config_path;
@@ -116,6 +122,10 @@ absl::StatusOr<DaemonFlags> ParseDaemonFlags(
     }
     if (arg == "--version") {
       flags.version = true;
+      continue;
+    }
+    if (arg == "--pid1") {
+      flags.config.set_pid1(true);
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
@@ -147,11 +157,17 @@ absl::StatusOr<DaemonFlags> ParseDaemonFlags(
           absl::StrCat("unknown flag --", name, " (see --help)"));
     }
   }
+  if (config_path.empty() && !default_config.empty() &&
+      access(default_config.c_str(), R_OK) == 0) {
+    config_path = default_config;
+  }
   if (!config_path.empty()) {
+    bool pid1 = flags.config.pid1();
     ASSIGN_OR_RETURN(std::string json, ReadFile(config_path));
     ASSIGN_OR_RETURN(
         flags.config,
         ParseConfigJson(json, absl::StrCat("--config ", config_path)));
+    if (pid1) flags.config.set_pid1(true);
   }
   for (const auto& [name, value] : sets) {
     FlagSetters().at(name)(&flags.config, value);
@@ -185,6 +201,12 @@ flags (each also settable in the --config JSON file, as state_dir etc.):
   --tls-key FILE       PEM private key for --tls-cert
   --tls-ca FILE        PEM CA that client certificates must chain to
   --log-level LEVEL    debug, info, warn or error (default info)
+  --pid1               act as PID 1 of a container even when the pid is not 1
+                       (PID 1 itself is detected; as PID 1 of a machine,
+                       myceld reads /etc/mycel/myceld.json when no --config
+                       is given)
+  --module-dir DIR     where PID 1 finds the .ko files of "modules"
+  --hostname NAME      hostname PID 1 sets (default: the node name)
   --version            print the version and exit
   -h, --help           print this help
 )";

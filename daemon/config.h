@@ -12,6 +12,7 @@ namespace mycel {
 
 inline constexpr char kDefaultStateDir[] = "/var/lib/mycel";
 inline constexpr char kDefaultSocket[] = "/run/mycel/mycel.sock";
+inline constexpr char kPid1Config[] = "/etc/mycel/myceld.json";
 
 struct DaemonFlags {
   mycel::v1::DaemonConfig config;
@@ -23,9 +24,12 @@ struct DaemonFlags {
 // A --config file is read first and the other flags override it, wherever
 // they appear. Unknown flags, missing values and bad JSON are
 // INVALID_ARGUMENT naming the flag or field. Defaults are filled in for
-// state_dir, socket, node_name and log_level.
+// state_dir, socket, node_name and log_level. When no --config is given and
+// `default_config` names a readable file, that file is read (PID 1 uses
+// /etc/mycel/myceld.json this way).
 absl::StatusOr<DaemonFlags> ParseDaemonFlags(
-    const std::vector<std::string>& args);
+    const std::vector<std::string>& args,
+    const std::string& default_config = "");
 
 // Parses the JSON form of DaemonConfig. Unknown fields are rejected.
 absl::StatusOr<mycel::v1::DaemonConfig> ParseConfigJson(

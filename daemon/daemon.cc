@@ -3,23 +3,83 @@
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "runtime/fs.h"
 #include "runtime/host_info.h"
 #include "runtime/log.h"
 #include "runtime/status.h"
 
 namespace mycel {
+namespace {
 
-Daemon::Daemon(mycel::v1::DaemonConfig config)
+absl::Duration BootClockNow() {
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return absl::DurationFromTimespec(ts);
+}
+
+// Field 22 of /proc/self/stat: when the kernel started this process, in
+// clock ticks since boot.
+absl::Duration ProcessStartSinceBoot() {
+  absl::StatusOr<std::string> stat = ReadFile("/proc/self/stat");
+  if (!stat.ok()) return absl::ZeroDuration();
+  size_t paren = stat->rfind(')');
+  if (paren == std::string::npos) return absl::ZeroDuration();
+  std::vector<absl::string_view> f =
+      absl::StrSplit(absl::string_view(*stat).substr(paren + 2), ' ');
+  // f[0] is field 3 (state); field 22 is f[19].
+  uint64_t ticks = 0;
+  if (f.size() < 20 || !absl::SimpleAtoi(f[19], &ticks)) {
+    return absl::ZeroDuration();
+  }
+  return absl::Seconds(static_cast<double>(ticks) / sysconf(_SC_CLK_TCK));
+}
+
+// The signals myceld handles, and what they mean (systemd's meanings).
+struct SignalMeaning {
+  int sig;
+  const char* name;
+  mycel::v1::ShutdownMode mode;
+};
+
+std::vector<SignalMeaning> StopSignals() {
+  using mycel::v1::SHUTDOWN_MODE_HALT;
+  using mycel::v1::SHUTDOWN_MODE_POWEROFF;
+  using mycel::v1::SHUTDOWN_MODE_REBOOT;
+  return {
+      {SIGINT, "SIGINT", SHUTDOWN_MODE_REBOOT},  // ctrl-alt-del
+      {SIGTERM, "SIGTERM", SHUTDOWN_MODE_POWEROFF},
+      {SIGPWR, "SIGPWR", SHUTDOWN_MODE_POWEROFF},
+      {SIGRTMIN + 3, "SIGRTMIN+3", SHUTDOWN_MODE_HALT},
+      {SIGRTMIN + 4, "SIGRTMIN+4", SHUTDOWN_MODE_POWEROFF},
+      {SIGRTMIN + 5, "SIGRTMIN+5", SHUTDOWN_MODE_REBOOT},
+  };
+}
+
+}  // namespace
+
+Daemon::Daemon(mycel::v1::DaemonConfig config, InitRole role)
     : config_(std::move(config)),
+      role_(role),
       started_(absl::Now()),
-      signals_(io_, SIGINT, SIGTERM) {}
+      boot_to_start_(ProcessStartSinceBoot()),
+      signals_(io_) {
+  // Register the handlers before anything can fail, so that as PID 1 a
+  // poweroff request is honoured even in safe mode.
+  signals_.add(SIGCHLD);
+  signals_.add(SIGHUP);
+  for (const SignalMeaning& m : StopSignals()) signals_.add(m.sig);
+  ArmSignals();
+}
 
 Daemon::~Daemon() = default;
 
@@ -70,7 +130,58 @@ absl::Status Daemon::PrepareSocket() {
   return absl::OkStatus();
 }
 
+absl::Status Daemon::StartApi(int schema_version, const std::string& safe_mode) {
+  HostInfo host = ProbeHost();
+  log::Debug("host probed", {{"kernel", host.kernel_release},
+                             {"cgroup_mode", CgroupModeName(host.cgroup_mode)},
+                             {"seccomp", host.seccomp},
+                             {"bpf", host.bpf},
+                             {"btf", host.btf},
+                             {"kvm", host.kvm},
+                             {"user_namespaces", host.user_namespaces}});
+  NodeService::Params params;
+  params.node_name = config_.node_name();
+  params.state_dir = config_.state_dir();
+  params.schema_version = schema_version;
+  params.host = host;
+  params.started = started_;
+  params.init_role = std::string(InitRoleName(role_));
+  params.safe_mode = safe_mode;
+  params.boot_to_start = boot_to_start_;
+  params.on_shutdown = [this](mycel::v1::ShutdownMode mode) {
+    boost::asio::post(io_, [this, mode] { RequestStop("api", mode); });
+  };
+  params.orphans_reaped = [this] { return reaper_.orphans_reaped(); };
+  node_service_ = std::make_unique<NodeService>(std::move(params));
+  ASSIGN_OR_RETURN(server_, ApiServer::Start(config_, {node_service_.get()}));
+  absl::Duration start_to_ready = BootClockNow() - boot_to_start_;
+  node_service_->SetStartToReady(start_to_ready);
+
+  log::Info("myceld ready",
+            {{"version", MYCEL_VERSION},
+             {"node", config_.node_name()},
+             {"pid", static_cast<int64_t>(getpid())},
+             {"init_role", InitRoleName(role_)},
+             {"socket", config_.socket()},
+             {"tcp_port", server_->tcp_port()},
+             {"state_dir", config_.state_dir()},
+             {"schema_version", schema_version},
+             {"cgroup_mode", CgroupModeName(host.cgroup_mode)},
+             {"start_to_ready_ms", absl::ToDoubleMilliseconds(start_to_ready)}});
+  return absl::OkStatus();
+}
+
 absl::Status Daemon::Start() {
+  if (role_ == InitRole::kMachine) {
+    std::vector<std::string> warnings;
+    absl::Status s = SetUpMachine(config_, &warnings);
+    for (const std::string& w : warnings) log::Warn("system setup", {{"error", w}});
+    RETURN_IF_ERROR(Annotate(s, "system setup"));
+  } else {
+    // Orphans of our workloads come back to us rather than to the host's
+    // init, so that the reaper sees them. (PID 1 gets them anyway.)
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  }
   RETURN_IF_ERROR(PrepareStateDir());
   std::string db_path = config_.state_dir() + "/mycel.db";
   ASSIGN_OR_RETURN(store_, store::Store::Open(db_path));
@@ -85,45 +196,55 @@ absl::Status Daemon::Start() {
     return stmt.Run();
   }));
   RETURN_IF_ERROR(PrepareSocket());
-
-  HostInfo host = ProbeHost();
-  log::Debug("host probed", {{"kernel", host.kernel_release},
-                             {"cgroup_mode", CgroupModeName(host.cgroup_mode)},
-                             {"seccomp", host.seccomp},
-                             {"bpf", host.bpf},
-                             {"btf", host.btf},
-                             {"kvm", host.kvm},
-                             {"user_namespaces", host.user_namespaces}});
-  NodeService::Params params;
-  params.node_name = config_.node_name();
-  params.state_dir = config_.state_dir();
-  params.schema_version = store_->schema_version();
-  params.host = host;
-  params.started = started_;
-  params.on_shutdown = [this](mycel::v1::ShutdownMode) {
-    boost::asio::post(io_, [this] { RequestStop("api"); });
-  };
-  node_service_ = std::make_unique<NodeService>(std::move(params));
-  ASSIGN_OR_RETURN(server_, ApiServer::Start(config_, {node_service_.get()}));
-
-  log::Info(
-      "myceld ready",
-      {{"version", MYCEL_VERSION},
-       {"node", config_.node_name()},
-       {"pid", static_cast<int64_t>(getpid())},
-       {"socket", config_.socket()},
-       {"tcp_port", server_->tcp_port()},
-       {"state_dir", config_.state_dir()},
-       {"schema_version", store_->schema_version()},
-       {"cgroup_mode", CgroupModeName(host.cgroup_mode)},
-       {"startup_ms", absl::ToDoubleMilliseconds(absl::Now() - started_)}});
-  return absl::OkStatus();
+  return StartApi(store_->schema_version(), "");
 }
 
-void Daemon::RequestStop(absl::string_view why) {
+void Daemon::EnterSafeMode(const absl::Status& reason) {
+  std::string why(reason.message());
+  log::Error("entering safe mode: reaping and serving diagnostics only",
+             {{"reason", why}});
+  if (server_ != nullptr) return;  // the API is already up
+  absl::Status s = socket_lock_.has_value() ? absl::OkStatus() : PrepareSocket();
+  if (s.ok()) s = StartApi(0, why);
+  if (!s.ok()) log::Error("safe mode without an API", {{"error", s}});
+}
+
+void Daemon::ArmSignals() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    OnSignal(sig);
+    ArmSignals();
+  });
+}
+
+void Daemon::OnSignal(int sig) {
+  if (sig == SIGCHLD) {
+    reaper_.ReapAll();
+    return;
+  }
+  if (sig == SIGHUP) {
+    log::Info("SIGHUP ignored (nothing to reload)");
+    return;
+  }
+  for (const SignalMeaning& m : StopSignals()) {
+    if (m.sig != sig) continue;
+    // A container's init and an ordinary daemon stop; only a machine's init
+    // distinguishes poweroff, reboot and halt.
+    RequestStop(m.name, m.mode);
+    return;
+  }
+}
+
+void Daemon::RequestStop(absl::string_view why, mycel::v1::ShutdownMode mode) {
   if (stopping_) return;
   stopping_ = true;
-  log::Info("stopping", {{"reason", why}});
+  if (mode == mycel::v1::SHUTDOWN_MODE_UNSPECIFIED) {
+    mode = mycel::v1::SHUTDOWN_MODE_POWEROFF;
+  }
+  shutdown_mode_ = mode;
+  log::Info("stopping", {{"reason", why},
+                         {"mode", mycel::v1::ShutdownMode_Name(mode)},
+                         {"init_role", InitRoleName(role_)}});
   Stop();
   io_.stop();
 }
@@ -136,14 +257,10 @@ void Daemon::Stop() {
   }
 }
 
-int Daemon::Run() {
-  signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
-    if (ec) return;
-    RequestStop(sig == SIGINT ? "SIGINT" : "SIGTERM");
-  });
+void Daemon::Run() {
   io_.run();
+  reaper_.ReapAll();
   log::Info("myceld stopped");
-  return 0;
 }
 
 }  // namespace mycel

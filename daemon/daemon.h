@@ -1,15 +1,18 @@
-// Daemon: one running myceld. Owns the locks, the store, the API server and
-// the event loop, and tears them down in order.
+// Daemon: one running myceld. Owns the locks, the store, the reaper, the
+// API server and the event loop, and tears them down in order.
 #ifndef MYCEL_DAEMON_DAEMON_H_
 #define MYCEL_DAEMON_DAEMON_H_
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <memory>
 #include <optional>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "daemon/init/pid1.h"
+#include "daemon/init/reaper.h"
 #include "daemon/server/api_server.h"
 #include "daemon/server/node_service.h"
 #include "daemon/store/store.h"
@@ -18,37 +21,53 @@
 
 namespace mycel {
 
-// Not thread-safe: Start() and Run() are called from the main thread. The
-// Shutdown RPC reaches the event loop through io_.post().
+// Not thread-safe: Start(), Run() and the signal handlers run on the main
+// thread. RPC handlers reach it through io_.post().
 class Daemon {
  public:
-  explicit Daemon(mycel::v1::DaemonConfig config);
+  Daemon(mycel::v1::DaemonConfig config, InitRole role);
   ~Daemon();
 
   // Prepares the state directory and socket, opens the store and starts
-  // serving. Every failure names the path or setting at fault.
+  // serving. As PID 1 of a machine it first brings the system up. Every
+  // failure names the path or setting at fault.
   absl::Status Start();
 
+  // After Start() failed as PID 1: keep reaping, and serve the Node API
+  // (reporting `reason`) if the socket or TCP port can still be bound.
+  void EnterSafeMode(const absl::Status& reason);
+
   // Runs the event loop until a signal or the Shutdown RPC stops it, then
-  // shuts down in order. Returns the process exit code.
-  int Run();
+  // shuts down in order (workloads, API, store checkpoint). In safe mode it
+  // runs until a stop signal or RPC as well.
+  void Run();
+
+  // What the stop asked for: poweroff, reboot or halt.
+  mycel::v1::ShutdownMode shutdown_mode() const { return shutdown_mode_; }
 
  private:
   absl::Status PrepareStateDir();
   absl::Status PrepareSocket();
-  void RequestStop(absl::string_view why);
+  absl::Status StartApi(int schema_version, const std::string& safe_mode);
+  void ArmSignals();
+  void OnSignal(int sig);
+  void RequestStop(absl::string_view why, mycel::v1::ShutdownMode mode);
   void Stop();
 
   mycel::v1::DaemonConfig config_;
+  const InitRole role_;
   absl::Time started_;
+  absl::Duration boot_to_start_;
   std::optional<PidLock> state_lock_;
   std::optional<PidLock> socket_lock_;
   std::unique_ptr<store::Store> store_;
+  Reaper reaper_;
   std::unique_ptr<NodeService> node_service_;
   std::unique_ptr<ApiServer> server_;
   boost::asio::io_context io_;
   boost::asio::signal_set signals_;
   bool stopping_ = false;
+  mycel::v1::ShutdownMode shutdown_mode_ = mycel::v1::SHUTDOWN_MODE_POWEROFF;
 };
 
 }  // namespace mycel

@@ -1,13 +1,42 @@
-// myceld: the mycel node agent.
+// myceld: the mycel node agent. It may be the host's PID 1.
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
 
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/init/pid1.h"
 #include "runtime/log.h"
+
+namespace {
+
+// As PID 1 of a machine, stderr may not even be open. Log to the kernel log
+// (which reaches the console), or to the console itself.
+void UseKernelLog() {
+  int fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd >= 0) {
+    mycel::log::SetSink(fd, /*kmsg=*/true);
+    return;
+  }
+  fd = open("/dev/console", O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd >= 0) mycel::log::SetSink(fd, /*kmsg=*/false);
+}
+
+// PID 1 of a machine must never return from main: the kernel panics.
+[[noreturn]] void ReapForever() {
+  for (;;) {
+    if (waitpid(-1, nullptr, 0) < 0) pause();
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // gRPC threads would each get a malloc arena; a node agent's allocation
@@ -15,11 +44,38 @@ int main(int argc, char** argv) {
   mallopt(M_ARENA_MAX, 2);
 
   std::vector<std::string> args(argv + 1, argv + argc);
-  absl::StatusOr<mycel::DaemonFlags> flags = mycel::ParseDaemonFlags(args);
+  bool forced_pid1 = false;
+  for (const auto& a : args) forced_pid1 |= a == "--pid1";
+  mycel::InitRole role = mycel::DetectInitRole(forced_pid1);
+  if (role == mycel::InitRole::kMachine) {
+    // The kernel hands init the words of its command line that it did not
+    // understand ("quiet" is not one, but "splash" would be). Only flags
+    // are ours.
+    std::vector<std::string> flags;
+    for (const auto& a : args) {
+      if (a.rfind("--", 0) == 0) flags.push_back(a);
+    }
+    args = std::move(flags);
+    // /dev may not be mounted yet; mount it early enough to log.
+    if (access("/dev/kmsg", W_OK) != 0) {
+      mkdir("/dev", 0755);
+      mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+    }
+    UseKernelLog();
+  }
+
+  absl::StatusOr<mycel::DaemonFlags> flags = mycel::ParseDaemonFlags(
+      args, role == mycel::InitRole::kMachine ? mycel::kPid1Config : "");
   if (!flags.ok()) {
-    fprintf(stderr, "myceld: %s\n",
-            std::string(flags.status().message()).c_str());
-    return 2;
+    if (role != mycel::InitRole::kMachine) {
+      fprintf(stderr, "myceld: %s\n",
+              std::string(flags.status().message()).c_str());
+      return 2;
+    }
+    mycel::log::Error("bad configuration; starting with defaults",
+                      {{"error", flags.status()}});
+    flags = mycel::ParseDaemonFlags({});
+    if (!flags.ok()) ReapForever();
   }
   if (flags->help) {
     fputs(mycel::DaemonUsage().c_str(), stdout);
@@ -31,13 +87,18 @@ int main(int argc, char** argv) {
   }
   mycel::log::SetLevel(*mycel::log::ParseLevel(flags->config.log_level()));
 
-  mycel::Daemon daemon(flags->config);
+  mycel::Daemon daemon(flags->config, role);
   absl::Status s = daemon.Start();
   if (!s.ok()) {
     mycel::log::Error("startup failed",
                       {{"error", std::string(s.message())},
                        {"code", absl::StatusCodeToString(s.code())}});
-    return 1;
+    if (role == mycel::InitRole::kNone) return 1;
+    daemon.EnterSafeMode(s);
   }
-  return daemon.Run();
+  daemon.Run();
+  if (role == mycel::InitRole::kMachine) {
+    mycel::FinishMachineShutdown(daemon.shutdown_mode());
+  }
+  return 0;
 }

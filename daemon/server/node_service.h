@@ -2,6 +2,7 @@
 #ifndef MYCEL_DAEMON_SERVER_NODE_SERVICE_H_
 #define MYCEL_DAEMON_SERVER_NODE_SERVICE_H_
 
+#include <atomic>
 #include <functional>
 #include <string>
 
@@ -21,10 +22,21 @@ class NodeService final : public mycel::v1::Node::Service {
     int schema_version = 0;
     HostInfo host;
     absl::Time started;
+    std::string init_role;
+    std::string safe_mode;
+    // Kernel boot → process start; known at construction.
+    absl::Duration boot_to_start;
     std::function<void(mycel::v1::ShutdownMode)> on_shutdown;
+    // Orphans reaped so far (may be empty).
+    std::function<uint64_t()> orphans_reaped;
   };
 
   explicit NodeService(Params params) : params_(std::move(params)) {}
+
+  // Records how long the process took from its start to serving.
+  void SetStartToReady(absl::Duration d) {
+    start_to_ready_ns_.store(absl::ToInt64Nanoseconds(d));
+  }
 
   grpc::Status GetInfo(grpc::ServerContext* ctx,
                        const mycel::v1::GetInfoRequest* req,
@@ -35,6 +47,7 @@ class NodeService final : public mycel::v1::Node::Service {
 
  private:
   const Params params_;
+  std::atomic<int64_t> start_to_ready_ns_{0};
 };
 
 }  // namespace mycel
