@@ -5,7 +5,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -70,24 +72,61 @@ struct Command {
   int (*fn)(Context& ctx, const std::vector<std::string>& args);
 };
 
-// A command group, `mycel GROUP ...`, with its commands.
+// A command group, `mycel GROUP ...`, with its commands. A group with a
+// single command named "" is a top-level command (`mycel run ...`).
 struct Group {
   const char* name;
   const char* summary;
   std::span<const Command> commands;
 };
 
+// Flags of one command: "--name value", "--name=value", boolean "--name",
+// positional words, and everything after "--".
+struct ParsedArgs {
+  std::map<std::string, std::vector<std::string>> values;
+  std::set<std::string> bools;
+  std::vector<std::string> positional;
+  std::vector<std::string> rest;  // after "--"
+  bool has(const std::string& flag) const {
+    return bools.count(flag) != 0 || values.count(flag) != 0;
+  }
+  // The last value given for `flag`, or `fallback`.
+  std::string get(const std::string& flag,
+                  const std::string& fallback = "") const;
+};
+
+// Parses `args` for flags that take a value (`with_value`) and boolean ones
+// (`booleans`); short aliases map to long names through `aliases` (e.g.
+// {"-f", "--follow"}). An unknown flag is INVALID_ARGUMENT naming it.
+absl::StatusOr<ParsedArgs> ParseArgs(
+    const std::vector<std::string>& args,
+    const std::set<std::string>& with_value,
+    const std::set<std::string>& booleans,
+    const std::map<std::string, std::string>& aliases = {});
+
 // The dispatch table of every group (defined in main.cc).
 std::span<const Group> Groups();
 
 // Groups, one file each.
 extern const Group kNodeGroup;
+extern const Group kCellGroup;
+extern const Group kExecGroup;
+extern const Group kPsGroup;
+extern const Group kStopGroup;
+extern const Group kKillGroup;
+extern const Group kLogsGroup;
+extern const Group kWaitGroup;
+extern const Group kRunGroup;
 extern const Group kCompletionGroup;
 
 // Runs `args` (what follows the group's name) against `group`, handling
 // --help for the group and for each command.
 int Dispatch(Context& ctx, const Group& group,
              const std::vector<std::string>& args);
+
+// Prints a table with a header row, columns padded to their widest cell.
+void PrintTable(const std::vector<std::string>& header,
+                const std::vector<std::vector<std::string>>& rows);
 
 // Prints a two-column table of key/value rows.
 void PrintKeyValues(

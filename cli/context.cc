@@ -99,6 +99,28 @@ int Context::PrintJson(const google::protobuf::Message& msg) const {
   return kExitOk;
 }
 
+void PrintTable(const std::vector<std::string>& header,
+                const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(header.size());
+  for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i) {
+      width[i] = std::max(width[i], r[i].size());
+    }
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      out += cells[i];
+      if (i + 1 < cells.size())
+        out += std::string(width[i] - cells[i].size() + 2, ' ');
+    }
+    printf("%s\n", out.c_str());
+  };
+  line(header);
+  for (const auto& r : rows) line(r);
+}
+
 void PrintKeyValues(
     const std::vector<std::pair<std::string, std::string>>& rows) {
   size_t width = 0;

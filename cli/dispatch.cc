@@ -23,8 +23,67 @@ void PrintCommandUsage(const Group& group, const Command& c) {
 
 }  // namespace
 
+std::string ParsedArgs::get(const std::string& flag,
+                            const std::string& fallback) const {
+  auto it = values.find(flag);
+  return it == values.end() || it->second.empty() ? fallback
+                                                  : it->second.back();
+}
+
+absl::StatusOr<ParsedArgs> ParseArgs(
+    const std::vector<std::string>& args,
+    const std::set<std::string>& with_value,
+    const std::set<std::string>& booleans,
+    const std::map<std::string, std::string>& aliases) {
+  ParsedArgs out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    if (a == "--") {
+      out.rest.assign(args.begin() + i + 1, args.end());
+      break;
+    }
+    if (a.size() < 2 || a[0] != '-') {
+      out.positional.push_back(a);
+      continue;
+    }
+    std::string value;
+    bool inline_value = false;
+    if (size_t eq = a.find('='); eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      inline_value = true;
+    }
+    if (auto al = aliases.find(a); al != aliases.end()) a = al->second;
+    if (booleans.count(a) != 0 && !inline_value) {
+      out.bools.insert(a);
+    } else if (with_value.count(a) != 0) {
+      if (!inline_value) {
+        if (i + 1 >= args.size()) {
+          return absl::InvalidArgumentError(a + ": missing value");
+        }
+        value = args[++i];
+      }
+      out.values[a].push_back(value);
+    } else {
+      return absl::InvalidArgumentError("unknown flag " + a + " (see --help)");
+    }
+  }
+  return out;
+}
+
 int Dispatch(Context& ctx, const Group& group,
              const std::vector<std::string>& args) {
+  // A top-level command: `mycel run ...`.
+  if (group.commands.size() == 1 && group.commands[0].name[0] == '\0') {
+    const Command& c = group.commands[0];
+    if (WantsHelp(args)) {
+      printf("usage: mycel %s%s%s\n\n%s\n", group.name, c.args[0] ? " " : "",
+             c.args, c.summary);
+      if (c.details[0]) printf("\n%s", c.details);
+      return kExitOk;
+    }
+    return c.fn(ctx, args);
+  }
   if (args.empty()) {
     PrintGroupUsage(stderr, group);
     return kExitUsage;

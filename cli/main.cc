@@ -10,7 +10,9 @@
 namespace mycel::cli {
 namespace {
 
-constexpr const Group* kGroups[] = {&kNodeGroup, &kCompletionGroup};
+constexpr const Group* kGroups[] = {
+    &kNodeGroup, &kCellGroup, &kRunGroup,  &kExecGroup, &kPsGroup,
+    &kStopGroup, &kKillGroup, &kLogsGroup, &kWaitGroup, &kCompletionGroup};
 
 constexpr char kGlobalHelp[] = R"(global options (before or after the command):
   --socket PATH        myceld's unix socket (default /run/mycel/mycel.sock,
@@ -25,12 +27,11 @@ constexpr char kGlobalHelp[] = R"(global options (before or after the command):
 )";
 
 void PrintUsage(FILE* out) {
-  fprintf(out,
-          "usage: mycel [global options] GROUP COMMAND [ARGS]\n\ngroups:\n");
+  fprintf(out, "usage: mycel [global options] COMMAND [ARGS]\n\ncommands:\n");
   for (const Group* g : kGroups) {
     fprintf(out, "  %-12s %s\n", g->name, g->summary);
   }
-  fprintf(out, "\n%s\nRun 'mycel GROUP --help' for the commands of a group.\n",
+  fprintf(out, "\n%s\nRun 'mycel COMMAND --help' for its options.\n",
           kGlobalHelp);
 }
 

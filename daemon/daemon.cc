@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -130,7 +131,8 @@ absl::Status Daemon::PrepareSocket() {
   return absl::OkStatus();
 }
 
-absl::Status Daemon::StartApi(int schema_version, const std::string& safe_mode) {
+absl::Status Daemon::StartApi(int schema_version,
+                              const std::string& safe_mode) {
   HostInfo host = ProbeHost();
   log::Debug("host probed", {{"kernel", host.kernel_release},
                              {"cgroup_mode", CgroupModeName(host.cgroup_mode)},
@@ -153,21 +155,32 @@ absl::Status Daemon::StartApi(int schema_version, const std::string& safe_mode) 
   };
   params.orphans_reaped = [this] { return reaper_.orphans_reaped(); };
   node_service_ = std::make_unique<NodeService>(std::move(params));
-  ASSIGN_OR_RETURN(server_, ApiServer::Start(config_, {node_service_.get()}));
+  absl::StatusOr<cells::CellManager*> manager =
+      cells_ != nullptr ? absl::StatusOr<cells::CellManager*>(cells_.get())
+                        : absl::StatusOr<cells::CellManager*>(
+                              cells_unavailable_.ok()
+                                  ? absl::UnavailableError("cells: not started")
+                                  : cells_unavailable_);
+  cells_service_ = std::make_unique<CellsService>(manager);
+  executables_service_ = std::make_unique<ExecutablesService>(manager);
+  ASSIGN_OR_RETURN(
+      server_,
+      ApiServer::Start(config_, {node_service_.get(), cells_service_.get(),
+                                 executables_service_.get()}));
   absl::Duration start_to_ready = BootClockNow() - boot_to_start_;
   node_service_->SetStartToReady(start_to_ready);
 
-  log::Info("myceld ready",
-            {{"version", MYCEL_VERSION},
-             {"node", config_.node_name()},
-             {"pid", static_cast<int64_t>(getpid())},
-             {"init_role", InitRoleName(role_)},
-             {"socket", config_.socket()},
-             {"tcp_port", server_->tcp_port()},
-             {"state_dir", config_.state_dir()},
-             {"schema_version", schema_version},
-             {"cgroup_mode", CgroupModeName(host.cgroup_mode)},
-             {"start_to_ready_ms", absl::ToDoubleMilliseconds(start_to_ready)}});
+  log::Info("myceld ready", {{"version", MYCEL_VERSION},
+                             {"node", config_.node_name()},
+                             {"pid", static_cast<int64_t>(getpid())},
+                             {"init_role", InitRoleName(role_)},
+                             {"socket", config_.socket()},
+                             {"tcp_port", server_->tcp_port()},
+                             {"state_dir", config_.state_dir()},
+                             {"schema_version", schema_version},
+                             {"cgroup_mode", CgroupModeName(host.cgroup_mode)},
+                             {"start_to_ready_ms",
+                              absl::ToDoubleMilliseconds(start_to_ready)}});
   return absl::OkStatus();
 }
 
@@ -175,7 +188,8 @@ absl::Status Daemon::Start() {
   if (role_ == InitRole::kMachine) {
     std::vector<std::string> warnings;
     absl::Status s = SetUpMachine(config_, &warnings);
-    for (const std::string& w : warnings) log::Warn("system setup", {{"error", w}});
+    for (const std::string& w : warnings)
+      log::Warn("system setup", {{"error", w}});
     RETURN_IF_ERROR(Annotate(s, "system setup"));
   } else {
     // Orphans of our workloads come back to us rather than to the host's
@@ -196,7 +210,36 @@ absl::Status Daemon::Start() {
     return stmt.Run();
   }));
   RETURN_IF_ERROR(PrepareSocket());
-  return StartApi(store_->schema_version(), "");
+  StartCells(ProbeHost());
+  RETURN_IF_ERROR(StartApi(store_->schema_version(), ""));
+  // The default seccomp profile takes tens of milliseconds to compile;
+  // compile it (it is cached) off the start-up path, before the first cell.
+  std::thread([] { CompileSeccomp({}).IgnoreError(); }).detach();
+  return absl::OkStatus();
+}
+
+void Daemon::StartCells(const HostInfo& host) {
+  absl::StatusOr<std::unique_ptr<CgroupDriver>> driver =
+      NewCgroupDriver(host.cgroup_mode, "/sys/fs/cgroup", "mycel");
+  absl::Status s = driver.status();
+  if (s.ok()) {
+    cells::CellManager::Options opts;
+    opts.state_dir = config_.state_dir();
+    opts.store = store_.get();
+    opts.reaper = &reaper_;
+    opts.io = &io_;
+    opts.cgroups = *std::move(driver);
+    absl::StatusOr<std::unique_ptr<cells::CellManager>> m =
+        cells::CellManager::Create(std::move(opts));
+    if (m.ok()) {
+      cells_ = *std::move(m);
+      return;
+    }
+    s = m.status();
+  }
+  cells_unavailable_ = absl::UnavailableError(
+      absl::StrCat("cells are unavailable on this node: ", s.message()));
+  log::Error("cells unavailable", {{"error", s}});
 }
 
 void Daemon::EnterSafeMode(const absl::Status& reason) {
@@ -204,7 +247,8 @@ void Daemon::EnterSafeMode(const absl::Status& reason) {
   log::Error("entering safe mode: reaping and serving diagnostics only",
              {{"reason", why}});
   if (server_ != nullptr) return;  // the API is already up
-  absl::Status s = socket_lock_.has_value() ? absl::OkStatus() : PrepareSocket();
+  absl::Status s =
+      socket_lock_.has_value() ? absl::OkStatus() : PrepareSocket();
   if (s.ok()) s = StartApi(0, why);
   if (!s.ok()) log::Error("safe mode without an API", {{"error", s}});
 }
@@ -250,6 +294,12 @@ void Daemon::RequestStop(absl::string_view why, mycel::v1::ShutdownMode mode) {
 }
 
 void Daemon::Stop() {
+  // Workloads outlive an ordinary daemon (it adopts them again when it
+  // restarts); as PID 1 the daemon is the last thing standing, so it stops
+  // them in order.
+  if (cells_ != nullptr && role_ != InitRole::kNone) {
+    cells_->StopAll(absl::Seconds(10));
+  }
   if (server_ != nullptr) server_->Shutdown(std::chrono::seconds(5));
   if (store_ != nullptr) {
     absl::Status s = store_->Checkpoint();

@@ -3,20 +3,22 @@
 #ifndef MYCEL_DAEMON_DAEMON_H_
 #define MYCEL_DAEMON_DAEMON_H_
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <memory>
 #include <optional>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "cells/cell_manager.h"
 #include "daemon/init/pid1.h"
 #include "daemon/init/reaper.h"
 #include "daemon/server/api_server.h"
+#include "daemon/server/cells_service.h"
 #include "daemon/server/node_service.h"
 #include "daemon/store/store.h"
 #include "mycel/v1/config.pb.h"
+#include "runtime/host_info.h"
 #include "runtime/pid_lock.h"
 
 namespace mycel {
@@ -49,6 +51,7 @@ class Daemon {
   absl::Status PrepareStateDir();
   absl::Status PrepareSocket();
   absl::Status StartApi(int schema_version, const std::string& safe_mode);
+  void StartCells(const HostInfo& host);
   void ArmSignals();
   void OnSignal(int sig);
   void RequestStop(absl::string_view why, mycel::v1::ShutdownMode mode);
@@ -62,7 +65,11 @@ class Daemon {
   std::optional<PidLock> socket_lock_;
   std::unique_ptr<store::Store> store_;
   Reaper reaper_;
+  std::unique_ptr<cells::CellManager> cells_;
+  absl::Status cells_unavailable_;
   std::unique_ptr<NodeService> node_service_;
+  std::unique_ptr<CellsService> cells_service_;
+  std::unique_ptr<ExecutablesService> executables_service_;
   std::unique_ptr<ApiServer> server_;
   boost::asio::io_context io_;
   boost::asio::signal_set signals_;

@@ -68,7 +68,7 @@ InitRole DetectInitRole(bool forced) {
   // first init in the initial namespace, so that case is a machine.
   if (n < 0) return InitRole::kMachine;
   return absl::string_view(buf, n) == kInitialPidNs ? InitRole::kMachine
-                                                     : InitRole::kContainer;
+                                                    : InitRole::kContainer;
 }
 
 absl::StatusOr<std::string> EnsureMachineId(const std::string& root) {
@@ -122,9 +122,9 @@ absl::Status SetUpMachine(const mycel::v1::DaemonConfig& config,
   }
   for (const auto& iface : config.interfaces()) {
     absl::StatusOr<Ipv4Prefix> prefix = ParseIpv4Prefix(iface.address());
-    absl::Status s = prefix.ok() ? ConfigureInterface(iface.name(), *prefix,
-                                                      iface.gateway())
-                                 : prefix.status();
+    absl::Status s =
+        prefix.ok() ? ConfigureInterface(iface.name(), *prefix, iface.gateway())
+                    : prefix.status();
     if (!s.ok()) {
       warnings->push_back(
           absl::StrCat("interface ", iface.name(), ": ", s.message()));

@@ -43,7 +43,8 @@ int Reaper::ReapAll() {
       if (info.si_pid == 0) break;  // children exist, none has exited
       pid_t pid = info.si_pid;
       siginfo_t done = {};
-      while (waitid(P_PID, pid, &done, WEXITED | WNOHANG) != 0 && errno == EINTR) {
+      while (waitid(P_PID, pid, &done, WEXITED | WNOHANG) != 0 &&
+             errno == EINTR) {
       }
       ++reaped;
       ChildExit exit{pid, info.si_code, info.si_status};

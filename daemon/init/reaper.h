@@ -53,7 +53,8 @@ class Reaper {
 
   // Calls `on_exit` once, with the child's exit, after the reaper collects
   // it. Replaces an earlier watch of the same pid.
-  void WatchLocked(pid_t pid, Callback on_exit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WatchLocked(pid_t pid, Callback on_exit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Watch(pid_t pid, Callback on_exit) ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets a watch; the child, when it exits, is reaped as an orphan.
   void Unwatch(pid_t pid) ABSL_LOCKS_EXCLUDED(mu_);

@@ -59,7 +59,8 @@ grpc::Status NodeService::GetInfo(grpc::ServerContext*,
               resp->mutable_start_to_ready());
   resp->set_safe_mode(params_.safe_mode);
   resp->set_init_role(params_.init_role);
-  if (params_.orphans_reaped) resp->set_orphans_reaped(params_.orphans_reaped());
+  if (params_.orphans_reaped)
+    resp->set_orphans_reaped(params_.orphans_reaped());
   return grpc::Status::OK;
 }
 

@@ -19,6 +19,27 @@ CREATE TABLE boots (
   pid        INTEGER NOT NULL
 ) STRICT;
 )sql"},
+    {2, R"sql(
+-- Cells and executables. Spec and status are protobuf messages
+-- (mycel.v1.CellSpec, ExecutableSpec, ExecutableStatus); the columns beside
+-- them are what queries and adoption after a restart need.
+CREATE TABLE cells (
+  name            TEXT PRIMARY KEY NOT NULL,
+  spec            BLOB NOT NULL,
+  created_us      INTEGER NOT NULL,
+  init_pid        INTEGER NOT NULL DEFAULT 0,
+  init_start_time INTEGER NOT NULL DEFAULT 0    -- clock ticks since boot
+) STRICT;
+CREATE TABLE executables (
+  cell        TEXT NOT NULL REFERENCES cells(name) ON DELETE CASCADE,
+  name        TEXT NOT NULL,
+  spec        BLOB NOT NULL,
+  status      BLOB NOT NULL,
+  pid         INTEGER NOT NULL DEFAULT 0,
+  start_time  INTEGER NOT NULL DEFAULT 0,       -- clock ticks since boot
+  PRIMARY KEY (cell, name)
+) STRICT;
+)sql"},
 };
 
 }  // namespace

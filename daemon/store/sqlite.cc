@@ -115,6 +115,13 @@ std::string Stmt::ColumnText(int col) const {
                       : std::string(reinterpret_cast<const char*>(p), n);
 }
 
+std::string Stmt::ColumnBlob(int col) const {
+  const void* p = sqlite3_column_blob(stmt_.get(), col);
+  int n = sqlite3_column_bytes(stmt_.get(), col);
+  return p == nullptr ? std::string()
+                      : std::string(static_cast<const char*>(p), n);
+}
+
 bool Stmt::ColumnIsNull(int col) const {
   return sqlite3_column_type(stmt_.get(), col) == SQLITE_NULL;
 }

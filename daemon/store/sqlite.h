@@ -54,6 +54,7 @@ class Stmt {
 
   int64_t ColumnInt(int col) const;
   std::string ColumnText(int col) const;
+  std::string ColumnBlob(int col) const;
   bool ColumnIsNull(int col) const;
 
  private:

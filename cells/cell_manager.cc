@@ -1,0 +1,861 @@
+#include "cells/cell_manager.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cells/names.h"
+#include "runtime/log.h"
+#include "runtime/status.h"
+
+namespace mycel::cells {
+namespace {
+
+using mycel::v1::ExecutableState;
+
+constexpr char kDefaultPath[] =
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+constexpr char kDefaultIdMap[] = "0 100000 65536";
+
+int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
+
+void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
+  int64_t us = absl::ToUnixMicros(t);
+  out->set_seconds(us / 1000000);
+  out->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
+}
+
+absl::Duration FromProto(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+absl::StatusOr<int> NamespaceFlags(const mycel::v1::CellSpec& spec) {
+  int flags = 0;
+  for (int i = 0; i < spec.isolate_size(); ++i) {
+    switch (spec.isolate(i)) {
+      case mycel::v1::NAMESPACE_PID:
+        flags |= CLONE_NEWPID;
+        break;
+      case mycel::v1::NAMESPACE_MOUNT:
+        flags |= CLONE_NEWNS;
+        break;
+      case mycel::v1::NAMESPACE_UTS:
+        flags |= CLONE_NEWUTS;
+        break;
+      case mycel::v1::NAMESPACE_IPC:
+        flags |= CLONE_NEWIPC;
+        break;
+      case mycel::v1::NAMESPACE_NET:
+        flags |= CLONE_NEWNET;
+        break;
+      case mycel::v1::NAMESPACE_USER:
+        flags |= CLONE_NEWUSER;
+        break;
+      case mycel::v1::NAMESPACE_CGROUP:
+        flags |= CLONE_NEWCGROUP;
+        break;
+      default:
+        return absl::InvalidArgumentError(absl::StrCat(
+            "isolate[", i, "]: unknown namespace ", spec.isolate(i)));
+    }
+  }
+  return flags;
+}
+
+CgroupLimits ToCgroupLimits(const mycel::v1::Limits& l) {
+  CgroupLimits c;
+  if (l.has_cpu_max()) c.cpu_max = l.cpu_max();
+  if (l.has_cpu_weight()) c.cpu_weight = l.cpu_weight();
+  if (l.has_memory_max()) c.memory_max = l.memory_max();
+  if (l.has_memory_high()) c.memory_high = l.memory_high();
+  if (l.has_memory_swap_max()) c.memory_swap_max = l.memory_swap_max();
+  if (l.has_pids_max()) c.pids_max = l.pids_max();
+  c.cpuset_cpus = l.cpuset_cpus();
+  c.cpuset_mems = l.cpuset_mems();
+  return c;
+}
+
+bool IsRunning(const mycel::v1::ExecutableStatus& s) {
+  return s.state() == mycel::v1::EXECUTABLE_STATE_RUNNING;
+}
+
+bool IsFinal(const mycel::v1::ExecutableStatus& s) {
+  return s.state() == mycel::v1::EXECUTABLE_STATE_EXITED ||
+         s.state() == mycel::v1::EXECUTABLE_STATE_FAILED;
+}
+
+}  // namespace
+
+CellManager::CellManager(Options options, CellStore store)
+    : state_dir_(std::move(options.state_dir)),
+      reaper_(options.reaper),
+      io_(options.io),
+      cgroups_(std::move(options.cgroups)),
+      log_cap_bytes_(options.log_cap_bytes),
+      num_cpus_(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))),
+      store_(std::move(store)) {}
+
+CellManager::~CellManager() = default;
+
+absl::StatusOr<std::unique_ptr<CellManager>> CellManager::Create(
+    Options options) {
+  CellStore store(options.store);
+  std::unique_ptr<CellManager> m(new CellManager(std::move(options), store));
+  RETURN_IF_ERROR(m->Recover());
+  m->RunAfter(absl::Seconds(2), [raw = m.get()] { raw->RotateLogs(); });
+  return m;
+}
+
+std::string CellManager::LogPath(const std::string& cell,
+                                 const std::string& name) const {
+  return cells::LogPath(state_dir_, cell, name);
+}
+
+void CellManager::RunAfter(absl::Duration delay, std::function<void()> fn) {
+  boost::asio::post(*io_, [this, delay, fn = std::move(fn)]() mutable {
+    auto timer = std::make_shared<boost::asio::steady_timer>(
+        *io_, absl::ToChronoNanoseconds(delay));
+    timer->async_wait(
+        [timer, fn = std::move(fn)](const boost::system::error_code& ec) {
+          if (!ec) fn();
+        });
+  });
+}
+
+void CellManager::RotateLogs() {
+  std::vector<std::string> paths;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [cname, cell] : cells_) {
+      for (const auto& [ename, exe] : cell->exes)
+        paths.push_back(LogPath(cname, ename));
+    }
+  }
+  for (const std::string& p : paths) {
+    absl::StatusOr<bool> r = RotateIfLarger(p, log_cap_bytes_);
+    if (!r.ok()) log::Warn("log rotation failed", {{"error", r.status()}});
+  }
+  RunAfter(absl::Seconds(2), [this] { RotateLogs(); });
+}
+
+absl::StatusOr<std::unique_ptr<CellManager::Cell>> CellManager::Prepare(
+    const mycel::v1::CellSpec& spec) {
+  auto cell = std::make_unique<Cell>();
+  cell->spec = spec;
+  RETURN_IF_ERROR(ValidateName("name", spec.name()));
+  ASSIGN_OR_RETURN(cell->ns_flags, NamespaceFlags(spec));
+  cell->limits = ToCgroupLimits(spec.limits());
+  RETURN_IF_ERROR(
+      Annotate(ValidateCgroupLimits(cell->limits, num_cpus_), "limits"));
+  if (!spec.rootfs().empty()) {
+    if ((cell->ns_flags & CLONE_NEWNS) == 0) {
+      return absl::InvalidArgumentError(
+          "rootfs: needs its own mount namespace (isolate mount)");
+    }
+    struct stat st;
+    if (spec.rootfs()[0] != '/' || stat(spec.rootfs().c_str(), &st) != 0 ||
+        !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rootfs: \"", spec.rootfs(),
+                       "\" is not an absolute path to a directory"));
+    }
+  } else if (spec.readonly_rootfs()) {
+    return absl::InvalidArgumentError("readonly_rootfs: needs rootfs");
+  }
+  ASSIGN_OR_RETURN(
+      SeccompProfileKind kind,
+      ParseSeccompProfile(spec.seccomp().empty() ? "default" : spec.seccomp()));
+  SeccompOptions so;
+  so.profile = kind;
+  so.extra_deny.assign(spec.seccomp_deny().begin(), spec.seccomp_deny().end());
+  ASSIGN_OR_RETURN(cell->seccomp, CompileSeccomp(so));
+  CapabilitySet caps = DefaultCapabilities();
+  if (spec.capabilities_size() > 0) {
+    ASSIGN_OR_RETURN(
+        caps, ParseCapabilities(std::vector<std::string>(
+                  spec.capabilities().begin(), spec.capabilities().end())));
+  }
+  ASSIGN_OR_RETURN(cell->caps, PrepareCapabilities(caps));
+  return cell;
+}
+
+absl::Status CellManager::StartInit(Cell* cell) {
+  if (cell->ns_flags == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(CgroupJoin join, cgroups_->OpenJoin(cell->spec.name()));
+  SpawnRequest req;
+  req.cell_init = true;
+  req.new_namespaces = cell->ns_flags;
+  for (const UniqueFd& fd : join.procs_fds)
+    req.cgroup_procs_fds.push_back(fd.get());
+  req.cgroup_dir_fd = join.dir_fd.get();
+  req.rootfs = cell->spec.rootfs();
+  req.readonly_rootfs = cell->spec.readonly_rootfs();
+  req.mount_proc =
+      (cell->ns_flags & CLONE_NEWPID) && (cell->ns_flags & CLONE_NEWNS);
+  if (cell->ns_flags & CLONE_NEWUTS) req.hostname = cell->spec.name();
+  req.loopback_up = (cell->ns_flags & CLONE_NEWNET) != 0;
+  if (cell->ns_flags & CLONE_NEWUSER) {
+    req.uid_map =
+        cell->spec.uid_map().empty() ? kDefaultIdMap : cell->spec.uid_map();
+    req.gid_map =
+        cell->spec.gid_map().empty() ? kDefaultIdMap : cell->spec.gid_map();
+  }
+  std::string name = cell->spec.name();
+  absl::StatusOr<Child> init =
+      reaper_->Spawning([&]() -> absl::StatusOr<Child> {
+        reaper_->mu()->AssertHeld();
+        absl::StatusOr<Child> c = Spawn(req);
+        if (c.ok()) {
+          reaper_->WatchLocked(c->pid(), [this, name](const ChildExit& e) {
+            OnInitExit(name, e.pid);
+          });
+        }
+        return c;
+      });
+  if (!init.ok()) return Annotate(init.status(), "cell init");
+  cell->init_start_time = init->start_time();
+  cell->init.emplace(*std::move(init));
+  return store_.SetCellInit(name, cell->init->pid(), cell->init_start_time);
+}
+
+absl::StatusOr<mycel::v1::Cell> CellManager::CreateCell(
+    const mycel::v1::CellSpec& spec) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Cell> cell, Prepare(spec));
+  absl::MutexLock lock(&mu_);
+  if (cells_.count(spec.name()) != 0) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("cell \"", spec.name(), "\" already exists"));
+  }
+  cell->created_us = NowMicros();
+  // The spec is committed first; the resources follow it.
+  CellRow row;
+  row.spec = spec;
+  row.created_us = cell->created_us;
+  RETURN_IF_ERROR(store_.InsertCell(row));
+  absl::Status s = cgroups_->Create(spec.name(), cell->limits);
+  if (s.code() == absl::StatusCode::kAlreadyExists) {
+    // Left behind by a crash between creating it and recording the cell.
+    cgroups_->KillAll(spec.name()).IgnoreError();
+    s = cgroups_->Destroy(spec.name());
+    if (s.ok()) s = cgroups_->Create(spec.name(), cell->limits);
+  }
+  if (s.ok()) {
+    s = StartInit(cell.get());
+    if (!s.ok()) cgroups_->Destroy(spec.name()).IgnoreError();
+  }
+  if (!s.ok()) {
+    store_.DeleteCell(spec.name()).IgnoreError();  // the error below wins
+    return s;
+  }
+  Cell* raw = cell.get();
+  cells_[spec.name()] = std::move(cell);
+  log::Info("cell created", {{"cell", spec.name()},
+                             {"init_pid", raw->init ? raw->init->pid() : 0}});
+  return ToProto(*raw);
+}
+
+absl::StatusOr<CellManager::Cell*> CellManager::FindCell(
+    const std::string& name) {
+  auto it = cells_.find(name);
+  if (it == cells_.end()) {
+    return absl::NotFoundError(absl::StrCat("cell \"", name, "\" not found"));
+  }
+  return it->second.get();
+}
+
+absl::StatusOr<CellManager::Exe*> CellManager::FindExe(
+    const std::string& cell, const std::string& name) {
+  ASSIGN_OR_RETURN(Cell * c, FindCell(cell));
+  auto it = c->exes.find(name);
+  if (it == c->exes.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("executable \"", cell, "/", name, "\" not found"));
+  }
+  return it->second.get();
+}
+
+absl::Status CellManager::DeleteCell(const std::string& name, bool force) {
+  std::vector<pid_t> to_unwatch;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Cell * cell, FindCell(name));
+    int running = 0;
+    for (const auto& [n, exe] : cell->exes) running += IsRunning(exe->status);
+    if (running > 0 && !force) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cell \"", name, "\" has ", running,
+          " running executable(s); stop them first, or delete with force"));
+    }
+    for (auto& [n, exe] : cell->exes) {
+      ++exe->generation;  // cancels pending restarts and exit handling
+      if (exe->child.has_value()) {
+        exe->child->Signal(SIGKILL).IgnoreError();  // it may be gone already
+        to_unwatch.push_back(exe->child->pid());
+      }
+    }
+    if (cell->init.has_value()) {
+      cell->init->Signal(SIGKILL).IgnoreError();
+      to_unwatch.push_back(cell->init->pid());
+    }
+    RETURN_IF_ERROR(cgroups_->KillAll(name));
+    RETURN_IF_ERROR(cgroups_->Destroy(name));
+    RETURN_IF_ERROR(store_.DeleteCell(name));
+    cells_.erase(name);
+    changed_.SignalAll();
+  }
+  // Their exits no longer matter; the reaper collects them as orphans.
+  for (pid_t pid : to_unwatch) reaper_->Unwatch(pid);
+  std::string dir = LogDir(state_dir_, name);
+  if (DIR* d = opendir(dir.c_str()); d != nullptr) {
+    while (struct dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.')
+        unlink(absl::StrCat(dir, "/", e->d_name).c_str());
+    }
+    closedir(d);
+    rmdir(dir.c_str());
+  }
+  log::Info("cell deleted", {{"cell", name}, {"force", force}});
+  return absl::OkStatus();
+}
+
+mycel::v1::Cell CellManager::ToProto(const Cell& cell) const {
+  mycel::v1::Cell out;
+  *out.mutable_spec() = cell.spec;
+  auto* st = out.mutable_status();
+  st->set_state(mycel::v1::CELL_STATE_READY);
+  SetTimestamp(absl::FromUnixMicros(cell.created_us), st->mutable_created_at());
+  st->set_init_pid(cell.init ? cell.init->pid() : 0);
+  int running = 0;
+  for (const auto& [n, exe] : cell.exes) running += IsRunning(exe->status);
+  st->set_executables_running(running);
+  st->set_executables_total(static_cast<int32_t>(cell.exes.size()));
+  st->set_cgroup_driver(std::string(cgroups_->name()));
+  return out;
+}
+
+mycel::v1::Executable CellManager::ToProto(const Exe& exe) const {
+  mycel::v1::Executable out;
+  *out.mutable_spec() = exe.spec;
+  *out.mutable_status() = exe.status;
+  return out;
+}
+
+absl::StatusOr<mycel::v1::Cell> CellManager::GetCell(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Cell * cell, FindCell(name));
+  return ToProto(*cell);
+}
+
+std::vector<mycel::v1::Cell> CellManager::ListCells() {
+  absl::MutexLock lock(&mu_);
+  std::vector<mycel::v1::Cell> out;
+  for (const auto& [n, cell] : cells_) out.push_back(ToProto(*cell));
+  return out;
+}
+
+absl::StatusOr<mycel::v1::CellStats> CellManager::Stats(
+    const std::string& name) {
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(FindCell(name).status());
+  }
+  ASSIGN_OR_RETURN(CgroupStats s, cgroups_->Stats(name));
+  mycel::v1::CellStats out;
+  out.set_name(name);
+  out.set_cpu_usage_usec(s.cpu_usage_usec);
+  out.set_memory_current(s.memory_current);
+  out.set_memory_peak(s.memory_peak);
+  out.set_pids_current(s.pids_current);
+  out.set_oom_kills(s.oom_kills);
+  return out;
+}
+
+void CellManager::Persist(const Exe& exe) {
+  ExecutableRow row;
+  row.spec = exe.spec;
+  row.status = exe.status;
+  row.start_time = exe.start_time;
+  absl::Status s = store_.PutExecutable(row);
+  if (!s.ok()) {
+    log::Error(
+        "cannot record executable status",
+        {{"cell", exe.spec.cell()}, {"exe", exe.spec.name()}, {"error", s}});
+  }
+}
+
+absl::Status CellManager::Launch(Cell* cell, Exe* exe,
+                                 const StartOptions& options) {
+  const std::string& rootfs = cell->spec.rootfs();
+  std::vector<std::string> env(exe->spec.env().begin(), exe->spec.env().end());
+  bool has_path = false;
+  for (const auto& e : env) has_path |= e.rfind("PATH=", 0) == 0;
+  if (!has_path) env.push_back(kDefaultPath);
+  ASSIGN_OR_RETURN(std::string program,
+                   ResolveCommand(exe->spec.command(0), env, rootfs));
+
+  UniqueFd log_fd;
+  if (options.stdout_fd < 0 || options.stderr_fd < 0) {
+    ASSIGN_OR_RETURN(
+        log_fd, OpenLogForAppend(LogPath(cell->spec.name(), exe->spec.name())));
+  }
+  ASSIGN_OR_RETURN(CgroupJoin join, cgroups_->OpenJoin(cell->spec.name()));
+
+  SpawnRequest req;
+  req.argv.assign(exe->spec.command().begin(), exe->spec.command().end());
+  req.argv[0] = program;
+  req.env = std::move(env);
+  req.cwd = exe->spec.cwd();
+  if (exe->spec.has_uid()) req.uid = exe->spec.uid();
+  if (exe->spec.has_gid()) req.gid = exe->spec.gid();
+  req.stdout_fd = options.stdout_fd >= 0 ? options.stdout_fd : log_fd.get();
+  req.stderr_fd = options.stderr_fd >= 0 ? options.stderr_fd : log_fd.get();
+  if (cell->init.has_value()) {
+    req.join_pidfd = cell->init->pidfd();
+    req.join_namespaces = cell->ns_flags;
+  }
+  for (const UniqueFd& fd : join.procs_fds)
+    req.cgroup_procs_fds.push_back(fd.get());
+  req.cgroup_dir_fd = join.dir_fd.get();
+  req.pre_exec.push_back({"capabilities", ApplyCapabilitiesStep, &cell->caps});
+  req.pre_exec.push_back({"seccomp", ApplySeccompStep, &cell->seccomp});
+
+  absl::StatusOr<CgroupStats> before = cgroups_->Stats(cell->spec.name());
+  exe->oom_baseline = before.ok() ? before->oom_kills : 0;
+  uint64_t generation = ++exe->generation;
+  std::string cname = cell->spec.name(), ename = exe->spec.name();
+  absl::StatusOr<Child> child =
+      reaper_->Spawning([&]() -> absl::StatusOr<Child> {
+        reaper_->mu()->AssertHeld();
+        absl::StatusOr<Child> c = Spawn(req);
+        if (c.ok()) {
+          reaper_->WatchLocked(
+              c->pid(), [this, cname, ename, generation](const ChildExit& e) {
+                OnExit(cname, ename, generation, &e);
+              });
+        }
+        return c;
+      });
+  if (!child.ok()) return child.status();
+  exe->started = absl::Now();
+  exe->start_time = child->start_time();
+  exe->adopted = false;
+  exe->stop_requested = false;
+  exe->status.set_state(mycel::v1::EXECUTABLE_STATE_RUNNING);
+  exe->status.set_pid(child->pid());
+  exe->status.clear_exit_code();
+  exe->status.clear_signal();
+  exe->status.set_oom_killed(false);
+  exe->status.set_exit_status_unknown(false);
+  exe->status.clear_finished_at();
+  exe->status.clear_message();
+  SetTimestamp(exe->started, exe->status.mutable_started_at());
+  exe->child.emplace(*std::move(child));
+  exe->history.starts.push_back(exe->started);
+  Persist(*exe);
+  changed_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<mycel::v1::Executable> CellManager::Start(
+    const mycel::v1::ExecutableSpec& spec, const StartOptions& options) {
+  RETURN_IF_ERROR(ValidateName("cell", spec.cell()));
+  mycel::v1::ExecutableSpec s = spec;
+  if (s.command_size() == 0 || s.command(0).empty()) {
+    return absl::InvalidArgumentError("command: must not be empty");
+  }
+  for (int i = 0; i < s.env_size(); ++i) {
+    size_t eq = s.env(i).find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("env[", i, "]: want KEY=VALUE, got \"", s.env(i), "\""));
+    }
+  }
+  if (!s.cwd().empty() && s.cwd()[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cwd: \"", s.cwd(), "\" is not an absolute path"));
+  }
+  if (s.has_stop_grace() && FromProto(s.stop_grace()) < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("stop_grace: must not be negative");
+  }
+  ASSIGN_OR_RETURN(RestartParams restart, ToRestartParams(s.restart()));
+
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Cell * cell, FindCell(s.cell()));
+  if (s.name().empty()) {
+    // Default: the program's base name, made unique in the cell.
+    std::string base = s.command(0).substr(s.command(0).rfind('/') + 1);
+    std::string name;
+    for (char c : base) {
+      char l = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+      name.push_back(
+          isalnum(static_cast<unsigned char>(l)) || l == '-' || l == '_' ? l
+                                                                         : '-');
+    }
+    if (name.empty() || !isalnum(static_cast<unsigned char>(name[0]))) {
+      name = "exe" + name;
+    }
+    name = name.substr(0, 48);
+    std::string candidate = name;
+    for (int i = 2; cell->exes.count(candidate) != 0; ++i) {
+      candidate = absl::StrCat(name, "-", i);
+    }
+    s.set_name(candidate);
+  }
+  RETURN_IF_ERROR(ValidateName("name", s.name()));
+  auto it = cell->exes.find(s.name());
+  if (it != cell->exes.end() && !IsFinal(it->second->status)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "executable \"", s.cell(), "/", s.name(), "\" is already running"));
+  }
+  auto exe = std::make_unique<Exe>();
+  exe->spec = s;
+  exe->restart = restart;
+  Exe* raw = exe.get();
+  RETURN_IF_ERROR(Launch(cell, raw, options));
+  cell->exes[s.name()] = std::move(exe);
+  log::Info(
+      "executable started",
+      {{"cell", s.cell()}, {"exe", s.name()}, {"pid", raw->status.pid()}});
+  return ToProto(*raw);
+}
+
+void CellManager::OnExit(const std::string& cname, const std::string& ename,
+                         uint64_t generation, const ChildExit* exit) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Exe*> found = FindExe(cname, ename);
+  if (!found.ok()) return;  // deleted meanwhile
+  Exe* exe = *found;
+  if (exe->generation != generation) return;
+  Cell* cell = *FindCell(cname);
+  absl::Time now = absl::Now();
+  auto& st = exe->status;
+  bool clean = false;
+  if (exit == nullptr) {
+    // An adopted process ended: it is not our child, so its status is lost.
+    st.set_exit_status_unknown(true);
+    st.set_message("exited after myceld adopted it; exit status unknown");
+  } else if (exit->exited()) {
+    st.set_exit_code(exit->status);
+    clean = exit->status == 0;
+  } else {
+    st.set_signal(exit->status);
+    absl::StatusOr<CgroupStats> stats = cgroups_->Stats(cname);
+    if (exit->status == SIGKILL && stats.ok() &&
+        stats->oom_kills > exe->oom_baseline) {
+      st.set_oom_killed(true);
+      st.set_message(
+          "killed by the OOM killer: the cell's memory limit was reached");
+    }
+  }
+  SetTimestamp(now, st.mutable_finished_at());
+  exe->child.reset();
+  exe->adopted = false;
+  RunEnd end{clean, exe->stop_requested || shutting_down_, exe->started, now};
+  RestartDecision d = DecideRestart(exe->restart, end, &exe->history);
+  if (d.restart) {
+    st.set_state(mycel::v1::EXECUTABLE_STATE_RESTARTING);
+    st.set_restarts(st.restarts() + 1);
+    uint64_t gen = ++exe->generation;
+    RunAfter(d.delay, [this, cname, ename, gen] {
+      absl::MutexLock lock(&mu_);
+      absl::StatusOr<Exe*> e = FindExe(cname, ename);
+      if (!e.ok() || (*e)->generation != gen || shutting_down_) return;
+      absl::StatusOr<Cell*> c = FindCell(cname);
+      absl::Status s = Launch(*c, *e, {});
+      if (!s.ok()) {
+        (*e)->status.set_state(mycel::v1::EXECUTABLE_STATE_FAILED);
+        (*e)->status.set_message(absl::StrCat("restart failed: ", s.message()));
+        Persist(**e);
+        changed_.SignalAll();
+      }
+    });
+  } else if (d.start_limit_hit) {
+    st.set_state(mycel::v1::EXECUTABLE_STATE_FAILED);
+    st.set_message(absl::StrCat(
+        "start limit hit: ", exe->restart.start_limit_burst, " starts within ",
+        absl::FormatDuration(exe->restart.start_limit_interval)));
+  } else {
+    st.set_state(mycel::v1::EXECUTABLE_STATE_EXITED);
+  }
+  (void)cell;
+  Persist(*exe);
+  changed_.SignalAll();
+  log::Info("executable ended",
+            {{"cell", cname},
+             {"exe", ename},
+             {"exit_code", st.has_exit_code() ? st.exit_code() : -1},
+             {"signal", st.has_signal() ? st.signal() : 0},
+             {"oom_killed", st.oom_killed()},
+             {"restart", d.restart}});
+}
+
+void CellManager::OnInitExit(const std::string& cname, pid_t pid) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Cell*> cell = FindCell(cname);
+  if (!cell.ok() || !(*cell)->init.has_value() || (*cell)->init->pid() != pid)
+    return;
+  log::Warn("cell init exited; the cell's namespaces are gone",
+            {{"cell", cname}});
+  (*cell)->init.reset();
+  changed_.SignalAll();
+}
+
+void CellManager::WatchAdopted(const std::string& cname,
+                               const std::string& ename, uint64_t generation,
+                               int pidfd) {
+  // A pidfd turns readable when its process exits.
+  int dup = fcntl(pidfd, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) return;
+  boost::asio::post(*io_, [this, cname, ename, generation, dup] {
+    auto sd =
+        std::make_shared<boost::asio::posix::stream_descriptor>(*io_, dup);
+    sd->async_wait(
+        boost::asio::posix::stream_descriptor::wait_read,
+        [this, sd, cname, ename, generation](const boost::system::error_code&) {
+          OnExit(cname, ename, generation, nullptr);
+        });
+  });
+}
+
+absl::StatusOr<mycel::v1::Executable> CellManager::Stop(
+    const std::string& cell, const std::string& name,
+    std::optional<absl::Duration> grace) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Exe * exe, FindExe(cell, name));
+  if (exe->status.state() == mycel::v1::EXECUTABLE_STATE_RESTARTING) {
+    ++exe->generation;  // cancels the pending restart
+    exe->status.set_state(mycel::v1::EXECUTABLE_STATE_EXITED);
+    Persist(*exe);
+    changed_.SignalAll();
+  }
+  if (!IsRunning(exe->status) || !exe->child.has_value()) return ToProto(*exe);
+  absl::Duration g = grace.value_or(exe->spec.has_stop_grace()
+                                        ? FromProto(exe->spec.stop_grace())
+                                        : absl::Seconds(10));
+  exe->stop_requested = true;
+  uint64_t gen = exe->generation;
+  RETURN_IF_ERROR(exe->child->Signal(SIGTERM));
+  RunAfter(g, [this, cell, name, gen] {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Exe*> e = FindExe(cell, name);
+    if (e.ok() && (*e)->generation == gen && (*e)->child.has_value()) {
+      (*e)->child->Signal(SIGKILL).IgnoreError();  // it may just have exited
+    }
+  });
+  uint64_t stopped_gen = gen;
+  while (true) {
+    absl::StatusOr<Exe*> e = FindExe(cell, name);
+    if (!e.ok()) return e.status();
+    if ((*e)->generation != stopped_gen || !IsRunning((*e)->status)) {
+      return ToProto(**e);
+    }
+    changed_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
+  }
+}
+
+absl::StatusOr<mycel::v1::Executable> CellManager::Signal(
+    const std::string& cell, const std::string& name, int sig) {
+  if (sig <= 0 || sig >= NSIG) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "signal: ", sig, " is not a signal number (1..", NSIG - 1, ")"));
+  }
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Exe * exe, FindExe(cell, name));
+  if (!IsRunning(exe->status) || !exe->child.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("executable \"", cell, "/", name, "\" is not running"));
+  }
+  RETURN_IF_ERROR(exe->child->Signal(sig));
+  return ToProto(*exe);
+}
+
+absl::StatusOr<mycel::v1::Executable> CellManager::Get(
+    const std::string& cell, const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Exe * exe, FindExe(cell, name));
+  return ToProto(*exe);
+}
+
+absl::StatusOr<std::vector<mycel::v1::Executable>> CellManager::List(
+    const std::string& cell) {
+  absl::MutexLock lock(&mu_);
+  std::vector<mycel::v1::Executable> out;
+  for (const auto& [cname, c] : cells_) {
+    if (!cell.empty() && cname != cell) continue;
+    for (const auto& [n, exe] : c->exes) out.push_back(ToProto(*exe));
+  }
+  if (!cell.empty() && cells_.count(cell) == 0) {
+    return absl::NotFoundError(absl::StrCat("cell \"", cell, "\" not found"));
+  }
+  return out;
+}
+
+absl::StatusOr<mycel::v1::Executable> CellManager::Wait(
+    const std::string& cell, const std::string& name,
+    const std::function<bool()>& cancelled) {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    ASSIGN_OR_RETURN(Exe * exe, FindExe(cell, name));
+    if (IsFinal(exe->status)) return ToProto(*exe);
+    if (cancelled && cancelled()) return absl::CancelledError("wait cancelled");
+    changed_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
+  }
+}
+
+void CellManager::StopAll(absl::Duration grace) {
+  std::vector<std::pair<std::string, std::string>> running;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    for (auto& [cname, cell] : cells_) {
+      for (auto& [ename, exe] : cell->exes) {
+        if (!exe->child.has_value() || !IsRunning(exe->status)) continue;
+        exe->stop_requested = true;
+        exe->child->Signal(SIGTERM).IgnoreError();
+        running.emplace_back(cname, ename);
+      }
+    }
+  }
+  log::Info("stopping workloads",
+            {{"executables", static_cast<int64_t>(running.size())},
+             {"grace", absl::FormatDuration(grace)}});
+  absl::Time deadline = absl::Now() + grace;
+  auto any_running = [&] {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [c, n] : running) {
+      absl::StatusOr<Exe*> e = FindExe(c, n);
+      if (e.ok() && IsRunning((*e)->status) && (*e)->child.has_value())
+        return true;
+    }
+    return false;
+  };
+  while (any_running() && absl::Now() < deadline) {
+    reaper_->ReapAll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [cname, cell] : cells_) {
+      for (auto& [ename, exe] : cell->exes) {
+        if (exe->child.has_value()) exe->child->Signal(SIGKILL).IgnoreError();
+      }
+      if (cell->init.has_value()) cell->init->Signal(SIGKILL).IgnoreError();
+    }
+  }
+  for (int i = 0; i < 50 && any_running(); ++i) {
+    reaper_->ReapAll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  reaper_->ReapAll();
+}
+
+absl::Status CellManager::Recover() {
+  ASSIGN_OR_RETURN(std::vector<CellRow> rows, store_.LoadCells());
+  ASSIGN_OR_RETURN(std::vector<ExecutableRow> exe_rows,
+                   store_.LoadExecutables());
+  absl::MutexLock lock(&mu_);
+  for (CellRow& row : rows) {
+    absl::StatusOr<std::unique_ptr<Cell>> prepared = Prepare(row.spec);
+    if (!prepared.ok()) {
+      log::Error("cannot recover cell",
+                 {{"cell", row.spec.name()}, {"error", prepared.status()}});
+      continue;
+    }
+    std::unique_ptr<Cell> cell = *std::move(prepared);
+    cell->created_us = row.created_us;
+    const std::string& name = row.spec.name();
+    absl::StatusOr<bool> exists = cgroups_->Exists(name);
+    if (exists.ok() && !*exists) {
+      absl::Status s = cgroups_->Create(name, cell->limits);
+      if (!s.ok())
+        log::Error("cannot recreate cgroup", {{"cell", name}, {"error", s}});
+    }
+    if (row.init_pid > 0) {
+      absl::StatusOr<Child> init =
+          Child::Adopt(static_cast<pid_t>(row.init_pid), row.init_start_time);
+      if (init.ok()) {
+        cell->init_start_time = row.init_start_time;
+        cell->init.emplace(*std::move(init));
+        // Its exit is seen by whoever is its parent now; if it is us (the
+        // daemon was re-executed), the reaper reports it.
+      } else {
+        log::Warn("cell init is gone; starting a new one",
+                  {{"cell", name}, {"error", init.status()}});
+      }
+    }
+    if (cell->ns_flags != 0 && !cell->init.has_value()) {
+      absl::Status s = StartInit(cell.get());
+      if (!s.ok())
+        log::Error("cannot start cell init", {{"cell", name}, {"error", s}});
+    }
+    cells_[name] = std::move(cell);
+  }
+  int adopted = 0, lost = 0;
+  for (ExecutableRow& row : exe_rows) {
+    auto cit = cells_.find(row.spec.cell());
+    if (cit == cells_.end()) continue;
+    Cell* cell = cit->second.get();
+    auto exe = std::make_unique<Exe>();
+    exe->spec = row.spec;
+    exe->status = row.status;
+    exe->start_time = row.start_time;
+    absl::StatusOr<RestartParams> rp = ToRestartParams(row.spec.restart());
+    exe->restart = rp.ok() ? *rp : RestartParams{};
+    Exe* raw = exe.get();
+    cell->exes[row.spec.name()] = std::move(exe);
+    auto state = raw->status.state();
+    if (state != mycel::v1::EXECUTABLE_STATE_RUNNING &&
+        state != mycel::v1::EXECUTABLE_STATE_RESTARTING) {
+      continue;
+    }
+    if (state == mycel::v1::EXECUTABLE_STATE_RUNNING) {
+      absl::StatusOr<Child> child =
+          Child::Adopt(static_cast<pid_t>(raw->status.pid()), raw->start_time);
+      if (child.ok()) {
+        raw->child.emplace(*std::move(child));
+        raw->adopted = true;
+        raw->started = absl::Now();
+        uint64_t gen = ++raw->generation;
+        WatchAdopted(cell->spec.name(), raw->spec.name(), gen,
+                     raw->child->pidfd());
+        ++adopted;
+        continue;
+      }
+      // It ended while no myceld was watching.
+      ++lost;
+      raw->status.set_exit_status_unknown(true);
+      raw->status.set_message("exited while myceld was not running");
+      SetTimestamp(absl::Now(), raw->status.mutable_finished_at());
+    }
+    RunEnd end{false, false, absl::Now(), absl::Now()};
+    RestartDecision d = DecideRestart(raw->restart, end, &raw->history);
+    if (d.restart) {
+      raw->status.set_restarts(raw->status.restarts() + 1);
+      absl::Status s = Launch(cell, raw, {});
+      if (!s.ok()) {
+        raw->status.set_state(mycel::v1::EXECUTABLE_STATE_FAILED);
+        raw->status.set_message(absl::StrCat("restart failed: ", s.message()));
+      }
+    } else {
+      raw->status.set_state(mycel::v1::EXECUTABLE_STATE_EXITED);
+    }
+    Persist(*raw);
+  }
+  log::Info("cells recovered", {{"cells", static_cast<int64_t>(cells_.size())},
+                                {"executables_adopted", adopted},
+                                {"executables_ended_while_down", lost}});
+  return absl::OkStatus();
+}
+
+}  // namespace mycel::cells

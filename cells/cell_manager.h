@@ -1,0 +1,157 @@
+// CellManager: creates cells, starts and supervises their executables,
+// applies restart policies, and adopts what survived a daemon restart.
+#ifndef MYCEL_CELLS_CELL_MANAGER_H_
+#define MYCEL_CELLS_CELL_MANAGER_H_
+
+#include <boost/asio/io_context.hpp>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cells/cell_store.h"
+#include "cells/log_file.h"
+#include "cells/restart.h"
+#include "daemon/init/reaper.h"
+#include "mycel/v1/cells.pb.h"
+#include "runtime/cgroup/cgroup_driver.h"
+#include "runtime/seccomp/capabilities.h"
+#include "runtime/seccomp/seccomp_profile.h"
+#include "runtime/spawn/spawn.h"
+
+namespace mycel::cells {
+
+// Where a started executable's stdout and stderr go instead of its log file
+// (used by Run, which streams them to the client). Borrowed fds.
+struct StartOptions {
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+};
+
+// Thread-safe. RPC handlers call in from gRPC threads; exits arrive from the
+// Reaper and timers fire on the event loop (`io`). Lock order: the
+// manager's mutex, then the reaper's.
+class CellManager {
+ public:
+  struct Options {
+    std::string state_dir;
+    store::Store* store = nullptr;          // must outlive the manager
+    Reaper* reaper = nullptr;               // must outlive the manager
+    boost::asio::io_context* io = nullptr;  // must outlive the manager
+    std::unique_ptr<CgroupDriver> cgroups;
+    int64_t log_cap_bytes = kDefaultLogCapBytes;
+  };
+
+  // Builds the manager and adopts the cells and executables recorded in the
+  // store: running processes are identified by pid and start time; those
+  // that ended while myceld was down are recorded as such.
+  static absl::StatusOr<std::unique_ptr<CellManager>> Create(Options options);
+
+  CellManager(const CellManager&) = delete;
+  CellManager& operator=(const CellManager&) = delete;
+  ~CellManager();
+
+  absl::StatusOr<mycel::v1::Cell> CreateCell(const mycel::v1::CellSpec& spec);
+  absl::Status DeleteCell(const std::string& name, bool force);
+  absl::StatusOr<mycel::v1::Cell> GetCell(const std::string& name);
+  std::vector<mycel::v1::Cell> ListCells();
+  absl::StatusOr<mycel::v1::CellStats> Stats(const std::string& name);
+
+  absl::StatusOr<mycel::v1::Executable> Start(
+      const mycel::v1::ExecutableSpec& spec, const StartOptions& options = {});
+  absl::StatusOr<mycel::v1::Executable> Stop(
+      const std::string& cell, const std::string& name,
+      std::optional<absl::Duration> grace);
+  absl::StatusOr<mycel::v1::Executable> Signal(const std::string& cell,
+                                               const std::string& name,
+                                               int sig);
+  absl::StatusOr<mycel::v1::Executable> Get(const std::string& cell,
+                                            const std::string& name);
+  absl::StatusOr<std::vector<mycel::v1::Executable>> List(
+      const std::string& cell);
+  // Blocks until the executable has ended for good (EXITED or FAILED), or
+  // `cancelled()` turns true (checked every 100 ms): CANCELLED.
+  absl::StatusOr<mycel::v1::Executable> Wait(
+      const std::string& cell, const std::string& name,
+      const std::function<bool()>& cancelled);
+  std::string LogPath(const std::string& cell, const std::string& name) const;
+
+  // Stops every executable (SIGTERM, `grace`, SIGKILL) and every cell init,
+  // for a PID-1 shutdown. Runs on the event-loop thread and reaps itself.
+  void StopAll(absl::Duration grace);
+
+  absl::string_view cgroup_driver() const { return cgroups_->name(); }
+
+ private:
+  struct Exe {
+    mycel::v1::ExecutableSpec spec;
+    mycel::v1::ExecutableStatus status;
+    RestartParams restart;
+    RestartHistory history;
+    std::optional<Child> child;  // owns the pidfd while running
+    uint64_t start_time = 0;
+    bool adopted = false;  // not our child: watched through its pidfd
+    bool stop_requested = false;
+    uint64_t generation = 0;  // bumps on every launch; stale timers check it
+    uint64_t oom_baseline = 0;
+    absl::Time started;
+  };
+  struct Cell {
+    mycel::v1::CellSpec spec;
+    int64_t created_us = 0;
+    int ns_flags = 0;
+    CgroupLimits limits;
+    SeccompProgram seccomp;
+    PreparedCapabilities caps;
+    std::optional<Child> init;
+    uint64_t init_start_time = 0;
+    std::map<std::string, std::unique_ptr<Exe>> exes;
+  };
+
+  CellManager(Options options, CellStore store);
+
+  absl::Status Recover();
+  absl::StatusOr<std::unique_ptr<Cell>> Prepare(
+      const mycel::v1::CellSpec& spec);
+  absl::Status StartInit(Cell* cell) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Launch(Cell* cell, Exe* exe, const StartOptions& options)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnExit(const std::string& cell, const std::string& name,
+              uint64_t generation, const ChildExit* exit)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnInitExit(const std::string& cell, pid_t pid) ABSL_LOCKS_EXCLUDED(mu_);
+  void WatchAdopted(const std::string& cell, const std::string& name,
+                    uint64_t generation, int pidfd);
+  void Persist(const Exe& exe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunAfter(absl::Duration delay, std::function<void()> fn);
+  void RotateLogs() ABSL_LOCKS_EXCLUDED(mu_);
+  mycel::v1::Cell ToProto(const Cell& cell) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  mycel::v1::Executable ToProto(const Exe& exe) const;
+  absl::StatusOr<Cell*> FindCell(const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Exe*> FindExe(const std::string& cell, const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string state_dir_;
+  Reaper* const reaper_;
+  boost::asio::io_context* const io_;
+  const std::unique_ptr<CgroupDriver> cgroups_;
+  const int64_t log_cap_bytes_;
+  const int num_cpus_;
+  CellStore store_;
+
+  absl::Mutex mu_;
+  absl::CondVar changed_;
+  std::map<std::string, std::unique_ptr<Cell>> cells_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace mycel::cells
+
+#endif  // MYCEL_CELLS_CELL_MANAGER_H_

@@ -1,0 +1,85 @@
+#include "cli/flags.h"
+
+#include <signal.h>
+#include <string.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace mycel::cli {
+
+absl::StatusOr<int64_t> ParseSize(absl::string_view flag,
+                                  absl::string_view text) {
+  std::string t = absl::AsciiStrToUpper(text);
+  for (const char* suffix : {"IB", "B", "I"}) {
+    size_t n = strlen(suffix);
+    if (t.size() > n && t.compare(t.size() - n, n, suffix) == 0) {
+      t.resize(t.size() - n);
+      break;
+    }
+  }
+  int shift = 0;
+  if (!t.empty()) {
+    switch (t.back()) {
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      case 'T':
+        shift = 40;
+        break;
+    }
+    if (shift != 0) t.pop_back();
+  }
+  double v = 0;
+  if (t.empty() || !absl::SimpleAtod(t, &v) || v < 0 ||
+      v * (1LL << shift) > 9.2e18) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": want a size such as 65536, 512K, 64M or 2G, got \"", text,
+        "\""));
+  }
+  return static_cast<int64_t>(v * static_cast<double>(int64_t{1} << shift));
+}
+
+absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag,
+                                                 absl::string_view text) {
+  absl::Duration d;
+  double secs = 0;
+  if (absl::SimpleAtod(text, &secs) && secs >= 0) return absl::Seconds(secs);
+  if (absl::ParseDuration(text, &d) && d >= absl::ZeroDuration()) return d;
+  return absl::InvalidArgumentError(absl::StrCat(
+      flag, ": want a duration such as 500ms, 5s or 2m, got \"", text, "\""));
+}
+
+absl::StatusOr<std::pair<std::string, std::string>> ParseExeRef(
+    absl::string_view text) {
+  size_t slash = text.find('/');
+  if (slash == absl::string_view::npos || slash == 0 ||
+      slash + 1 == text.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("want CELL/EXECUTABLE, got \"", text, "\""));
+  }
+  return std::make_pair(std::string(text.substr(0, slash)),
+                        std::string(text.substr(slash + 1)));
+}
+
+absl::StatusOr<int> ParseSignal(absl::string_view text) {
+  int n = 0;
+  if (absl::SimpleAtoi(text, &n) && n > 0 && n < NSIG) return n;
+  std::string name = absl::AsciiStrToUpper(text);
+  if (name.rfind("SIG", 0) == 0) name = name.substr(3);
+  for (int s = 1; s < NSIG; ++s) {
+    const char* abbrev = sigabbrev_np(s);
+    if (abbrev != nullptr && name == abbrev) return s;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("signal: unknown signal \"", text, "\""));
+}
+
+}  // namespace mycel::cli
