@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cells/names.h"
+#include "runtime/fs.h"
 #include "runtime/log.h"
 #include "runtime/status.h"
 
@@ -84,6 +85,18 @@ CgroupLimits ToCgroupLimits(const mycel::v1::Limits& l) {
   c.cpuset_cpus = l.cpuset_cpus();
   c.cpuset_mems = l.cpuset_mems();
   return c;
+}
+
+// A process that has exited but was not yet reaped by its new parent still
+// has a pid (and a pidfd can be opened for it); it is not running.
+bool IsZombie(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  absl::StatusOr<std::string> stat = ReadFile(path);
+  if (!stat.ok()) return true;
+  size_t paren = stat->rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat->size() ||
+         (*stat)[paren + 2] == 'Z' || (*stat)[paren + 2] == 'X';
 }
 
 bool IsRunning(const mycel::v1::ExecutableStatus& s) {
@@ -784,6 +797,9 @@ absl::Status CellManager::Recover() {
     if (row.init_pid > 0) {
       absl::StatusOr<Child> init =
           Child::Adopt(static_cast<pid_t>(row.init_pid), row.init_start_time);
+      if (init.ok() && IsZombie(init->pid())) {
+        init = absl::NotFoundError("cell init has exited");
+      }
       if (init.ok()) {
         cell->init_start_time = row.init_start_time;
         cell->init.emplace(*std::move(init));
@@ -822,7 +838,7 @@ absl::Status CellManager::Recover() {
     if (state == mycel::v1::EXECUTABLE_STATE_RUNNING) {
       absl::StatusOr<Child> child =
           Child::Adopt(static_cast<pid_t>(raw->status.pid()), raw->start_time);
-      if (child.ok()) {
+      if (child.ok() && !IsZombie(child->pid())) {
         raw->child.emplace(*std::move(child));
         raw->adopted = true;
         raw->started = absl::Now();

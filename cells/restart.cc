@@ -75,7 +75,6 @@ RestartDecision DecideRestart(const RestartParams& params, const RunEnd& end,
   d.restart = true;
   d.delay = std::min(delay, params.max_delay);
   ++history->consecutive;
-  history->starts.push_back(now + d.delay);
   return d;
 }
 

@@ -48,7 +48,8 @@ struct RestartHistory {
 // Decides whether to start again and after what delay. The delay doubles
 // with each restart in a row (RestartSec, 2×, 4×, ... up to max_delay) and
 // goes back to RestartSec after a run that lasted longer than the
-// start-limit interval. Records the decided start in `history`.
+// start-limit interval. The caller records every start (the first one
+// included) in `history->starts`.
 RestartDecision DecideRestart(const RestartParams& params, const RunEnd& end,
                               RestartHistory* history);
 

@@ -115,6 +115,7 @@ bool DaemonProcess::Start(std::chrono::milliseconds timeout) {
   for (const auto& a : extra_) named |= a == "--node-name" || a == "--config";
   if (!named) argv.insert(argv.end(), {"--node-name", "test-node"});
   argv.insert(argv.end(), extra_.begin(), extra_.end());
+  argv.insert(argv.begin(), wrapper_.begin(), wrapper_.end());
   log_offset_ = Slurp(dir_ + "/myceld.log").size();
   int log_fd = open((dir_ + "/myceld.log").c_str(),
                     O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

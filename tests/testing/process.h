@@ -58,6 +58,12 @@ class DaemonProcess {
   // 128+signal, or -1 on timeout.
   int Wait(std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
+  // Starts myceld through `wrapper` (e.g. {"/usr/bin/unshare", "--pid",
+  // "--fork", "--mount-proc"}); pid() is then the wrapper's pid.
+  void set_wrapper(std::vector<std::string> wrapper) {
+    wrapper_ = std::move(wrapper);
+  }
+
   pid_t pid() const { return pid_; }
   std::string socket() const { return dir_ + "/mycel.sock"; }
   std::string state_dir() const { return dir_ + "/state"; }
@@ -70,6 +76,7 @@ class DaemonProcess {
  private:
   std::string dir_;
   std::vector<std::string> extra_;
+  std::vector<std::string> wrapper_;
   pid_t pid_ = -1;
   size_t log_offset_ = 0;
 };

@@ -1,0 +1,385 @@
+// Cells and executables against a real myceld, as root on the real kernel:
+// limits the kernel applies, namespaces, seccomp, restart policies, logs,
+// adoption after kill -9, and the errors a client sees for bad input.
+#include <doctest/doctest.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
+#include "mycel/v1/cells.grpc.pb.h"
+#include "tests/testing/process.h"
+
+namespace mycel {
+namespace {
+
+using testing::CommandResult;
+using testing::DaemonProcess;
+using testing::TempDir;
+
+bool NeedRoot() {
+  if (geteuid() == 0) return true;
+  MESSAGE("skipped: cells need root (cgroups, namespaces)");
+  return false;
+}
+
+std::unique_ptr<grpc::ClientContext> Call() {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::seconds(30));
+  return ctx;
+}
+
+// Polls `mycel -o json ps` until `pred(executable json)` holds for CELL/EXE.
+mycel::v1::Executable WaitFor(
+    const DaemonProcess& d, const std::string& cell, const std::string& name,
+    const std::function<bool(const mycel::v1::Executable&)>& pred,
+    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  mycel::v1::Executable exe;
+  auto stub = mycel::v1::Executables::NewStub(grpc::CreateChannel(
+      "unix:" + d.socket(), grpc::InsecureChannelCredentials()));
+  while (std::chrono::steady_clock::now() < deadline) {
+    mycel::v1::ExecutableRef ref;
+    ref.set_cell(cell);
+    ref.set_name(name);
+    if (stub->Get(Call().get(), ref, &exe).ok() && pred(exe)) return exe;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  FAIL("timed out waiting for ", cell, "/", name, ": ", exe.ShortDebugString());
+  return exe;
+}
+
+class Node {
+ public:
+  Node() : d_(dir_.path()) { REQUIRE(d_.Start()); }
+  DaemonProcess& d() { return d_; }
+  CommandResult Cli(std::vector<std::string> args) {
+    return d_.Cli(std::move(args));
+  }
+  std::shared_ptr<grpc::Channel> Channel() {
+    return grpc::CreateChannel("unix:" + d_.socket(),
+                               grpc::InsecureChannelCredentials());
+  }
+
+ private:
+  TempDir dir_;
+  DaemonProcess d_;
+};
+
+TEST_CASE("bad cell input is INVALID_ARGUMENT naming the field") {
+  if (!NeedRoot()) return;
+  Node n;
+  auto cells = mycel::v1::Cells::NewStub(n.Channel());
+  auto create = [&](const std::string& text) {
+    mycel::v1::CreateCellRequest req;
+    REQUIRE(
+        google::protobuf::util::JsonStringToMessage(text, req.mutable_spec())
+            .ok());
+    mycel::v1::Cell out;
+    return cells->Create(Call().get(), req, &out);
+  };
+  struct Case {
+    const char* spec;
+    const char* want;
+  } cases[] = {
+      {R"({"name": "../etc"})", "name:"},
+      {R"({"name": "Upper"})", "name:"},
+      {R"({"name": ""})", "name: must not be empty"},
+      {R"({"name": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})",
+       "name:"},
+      {R"({"name": "c1", "limits": {"cpu_max": 0}})", "cpu_max"},
+      {R"({"name": "c1", "limits": {"memory_max": 4096}})", "memory_max"},
+      {R"({"name": "c1", "limits": {"pids_max": 0}})", "pids_max"},
+      {R"({"name": "c1", "seccomp": "lax"})", "seccomp"},
+      {R"({"name": "c1", "seccomp_deny": ["nosuchcall"]})", "seccomp_deny"},
+      {R"({"name": "c1", "capabilities": ["CAP_NOPE"]})", "capabilities"},
+      {R"({"name": "c1", "rootfs": "/tmp"})", "rootfs"},
+  };
+  for (const Case& c : cases) {
+    grpc::Status st = create(c.spec);
+    CHECK_MESSAGE(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT,
+                  c.spec);
+    CHECK_MESSAGE(st.error_message().find(c.want) != std::string::npos, c.spec,
+                  " -> ", st.error_message());
+  }
+  // Nothing was created along the way.
+  CHECK(n.Cli({"cell", "ls"}).out ==
+        "NAME  ISOLATE  LIMITS  SECCOMP  RUNNING\n");
+
+  REQUIRE(n.Cli({"cell", "create", "c1"}).exit_code == 0);
+  auto dup = n.Cli({"cell", "create", "c1"});
+  CHECK(dup.exit_code == 1);
+  CHECK(dup.err == "mycel: cell \"c1\" already exists\n");
+  auto missing = n.Cli({"exec", "c1", "--", "/no/such/program"});
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.err.find("command") != std::string::npos);
+  auto nocell = n.Cli({"exec", "nope", "--", "/bin/true"});
+  CHECK(nocell.err == "mycel: cell \"nope\" not found\n");
+  auto env = n.Cli({"exec", "c1", "-e", "NOEQUALS", "--", "/bin/true"});
+  CHECK(env.err.find("env[0]") != std::string::npos);
+  CHECK(n.Cli({"cell", "create", "c2", "--memory-max", "lots"}).exit_code == 2);
+}
+
+TEST_CASE("deleting a cell with running executables needs --force") {
+  if (!NeedRoot()) return;
+  Node n;
+  REQUIRE(n.Cli({"cell", "create", "busy"}).exit_code == 0);
+  REQUIRE(
+      n.Cli({"exec", "busy", "--name", "s", "--", "sleep", "60"}).exit_code ==
+      0);
+  auto rm = n.Cli({"cell", "rm", "busy"});
+  CHECK(rm.exit_code == 1);
+  CHECK(rm.err.find("running executable") != std::string::npos);
+  CHECK(n.Cli({"ps", "busy"}).out.find("running") != std::string::npos);
+  CHECK(n.Cli({"cell", "rm", "--force", "busy"}).exit_code == 0);
+  CHECK(n.Cli({"cell", "get", "busy"}).err ==
+        "mycel: cell \"busy\" not found\n");
+  CHECK(access("/sys/fs/cgroup/memory/mycel/busy", F_OK) != 0);
+}
+
+TEST_CASE("memory.max is enforced: the process is OOM-killed and says so") {
+  if (!NeedRoot()) return;
+  Node n;
+  auto r = n.Cli(
+      {"run", "--memory-max", "32M", "--memory-swap-max", "0", "--", "sh", "-c",
+       "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived"});
+  CHECK(r.exit_code == 128 + SIGKILL);
+  CHECK(r.out.find("survived") == std::string::npos);
+  CHECK(r.err.find("OOM") != std::string::npos);
+
+  REQUIRE(n.Cli({"cell", "create", "mem", "--memory-max", "32M"}).exit_code ==
+          0);
+  REQUIRE(n.Cli({"exec", "mem", "--name", "hog", "--", "sh", "-c",
+                 "x=$(head -c 200000000 /dev/zero | tr '\\0' a)"})
+              .exit_code == 0);
+  auto exe = WaitFor(n.d(), "mem", "hog", [](const mycel::v1::Executable& e) {
+    return e.status().state() == mycel::v1::EXECUTABLE_STATE_EXITED;
+  });
+  CHECK(exe.status().oom_killed());
+  CHECK(exe.status().signal() == SIGKILL);
+  auto stats = n.Cli({"-o", "json", "cell", "stats", "mem"});
+  CHECK(stats.out.find("\"oom_kills\": \"0\"") == std::string::npos);
+}
+
+TEST_CASE("pids.max contains a fork bomb") {
+  if (!NeedRoot()) return;
+  Node n;
+  REQUIRE(n.Cli({"cell", "create", "bomb", "--pids-max", "20"}).exit_code == 0);
+  REQUIRE(
+      n.Cli({"exec", "bomb", "--name", "b", "--", "sh", "-c",
+             "i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done; wait"})
+          .exit_code == 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  auto stats = n.Cli({"-o", "json", "cell", "stats", "bomb"});
+  REQUIRE(stats.exit_code == 0);
+  mycel::v1::CellStats s;
+  REQUIRE(google::protobuf::util::JsonStringToMessage(stats.out, &s).ok());
+  CHECK(s.pids_current() <= 20);
+  CHECK(s.pids_current() >= 10);  // it did fork, up to the limit
+  CHECK(n.Cli({"cell", "rm", "--force", "bomb"}).exit_code == 0);
+}
+
+TEST_CASE("in a pid namespace the cell's own init is PID 1") {
+  if (!NeedRoot()) return;
+  Node n;
+  auto r = n.Cli(
+      {"run", "--isolate", "pid,mount,uts,ipc", "--name", "pidns", "--", "sh",
+       "-c",
+       "cat /proc/1/comm; echo $$; hostname; ls /proc | grep -c '^[0-9]'"});
+  CHECK(r.exit_code == 0);
+  std::vector<std::string> lines =
+      absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[0] == "cell-init");
+  CHECK(lines[1] != "1");
+  CHECK(lines[2] == "pidns");
+  int procs = 0;
+  REQUIRE(absl::SimpleAtoi(lines[3], &procs));
+  CHECK(procs <= 4);  // init, sh, ls, grep: not the host's processes
+}
+
+TEST_CASE(
+    "the default seccomp profile denies unshare and mount; programs run") {
+  if (!NeedRoot()) return;
+  Node n;
+  auto ok = n.Cli({"run", "--", "sh", "-c", "echo hi | cat"});
+  CHECK(ok.exit_code == 0);
+  CHECK(ok.out == "hi\n");
+  auto un = n.Cli({"run", "--", "unshare", "--mount", "true"});
+  CHECK(un.exit_code == 1);
+  CHECK(un.err.find("Operation not permitted") != std::string::npos);
+  auto mnt = n.Cli({"run", "--", "mount", "-t", "tmpfs", "x", "/mnt"});
+  CHECK(mnt.exit_code != 0);
+  CHECK(mnt.err.find("permission denied") != std::string::npos);
+  // An extra deny rule on top of the profile.
+  auto deny = n.Cli({"run", "--seccomp-deny", "mkdir,mkdirat", "--", "mkdir",
+                     "/tmp/x-never"});
+  CHECK(deny.exit_code == 1);
+  CHECK(deny.err.find("Operation not permitted") != std::string::npos);
+  CHECK(access("/tmp/x-never", F_OK) != 0);
+}
+
+TEST_CASE("mycel run: exit codes, 128+signal, stdout and stderr kept apart") {
+  if (!NeedRoot()) return;
+  Node n;
+  auto r = n.Cli({"run", "--", "sh", "-c", "echo out; echo err >&2; exit 3"});
+  CHECK(r.exit_code == 3);
+  CHECK(r.out == "out\n");
+  CHECK(r.err == "err\n");
+  CHECK(n.Cli({"run", "--", "sh", "-c", "kill -TERM $$"}).exit_code ==
+        128 + SIGTERM);
+  auto nf = n.Cli({"run", "--", "no-such-program-xyz"});
+  CHECK(nf.exit_code == 127);
+  CHECK(n.Cli({"run", "--cpu-max", "0", "--", "true"}).exit_code == 125);
+  // The throwaway cells are gone.
+  CHECK(n.Cli({"cell", "ls"}).out ==
+        "NAME  ISOLATE  LIMITS  SECCOMP  RUNNING\n");
+}
+
+TEST_CASE("restart policies restart as many times as they should") {
+  if (!NeedRoot()) return;
+  Node n;
+  REQUIRE(n.Cli({"cell", "create", "r"}).exit_code == 0);
+  auto done = [](const mycel::v1::Executable& e) {
+    return e.status().state() == mycel::v1::EXECUTABLE_STATE_EXITED ||
+           e.status().state() == mycel::v1::EXECUTABLE_STATE_FAILED;
+  };
+  // on-failure, failing every time: 3 starts in the interval, then it gives up.
+  REQUIRE(n.Cli({"exec", "r", "--name", "fails", "--restart", "on-failure",
+                 "--restart-sec", "10ms", "--start-limit-burst", "3",
+                 "--start-limit-interval", "30s", "--", "sh", "-c",
+                 "echo run; exit 1"})
+              .exit_code == 0);
+  auto f = WaitFor(n.d(), "r", "fails", done);
+  CHECK(f.status().state() == mycel::v1::EXECUTABLE_STATE_FAILED);
+  CHECK(f.status().restarts() == 2);
+  CHECK(f.status().exit_code() == 1);
+  CHECK(f.status().message().find("start limit hit") != std::string::npos);
+  CHECK(n.Cli({"logs", "r/fails"}).out == "run\nrun\nrun\n");
+  // on-failure with success: no restart.
+  REQUIRE(n.Cli({"exec", "r", "--name", "ok", "--restart", "on-failure", "--",
+                 "true"})
+              .exit_code == 0);
+  auto ok = WaitFor(n.d(), "r", "ok", done);
+  CHECK(ok.status().restarts() == 0);
+  CHECK(ok.status().exit_code() == 0);
+  // always: restarts clean exits too, up to the limit.
+  REQUIRE(
+      n.Cli({"exec", "r", "--name", "always", "--restart", "always",
+             "--restart-sec", "10ms", "--start-limit-burst", "4", "--", "true"})
+          .exit_code == 0);
+  auto al = WaitFor(n.d(), "r", "always", done);
+  CHECK(al.status().restarts() == 3);
+  CHECK(al.status().state() == mycel::v1::EXECUTABLE_STATE_FAILED);
+  // never: the exit code is recorded and that is all.
+  REQUIRE(n.Cli({"exec", "r", "--name", "never", "--", "sh", "-c", "exit 4"})
+              .exit_code == 0);
+  auto nv = WaitFor(n.d(), "r", "never", done);
+  CHECK(nv.status().restarts() == 0);
+  CHECK(nv.status().exit_code() == 4);
+  CHECK(n.Cli({"wait", "r/never"}).exit_code == 4);
+}
+
+TEST_CASE("stop: SIGTERM, then SIGKILL after the grace period") {
+  if (!NeedRoot()) return;
+  Node n;
+  REQUIRE(n.Cli({"cell", "create", "s"}).exit_code == 0);
+  REQUIRE(
+      n.Cli({"exec", "s", "--name", "polite", "--restart", "always", "--", "sh",
+             "-c", "trap 'exit 7' TERM; while true; do sleep 0.1; done"})
+          .exit_code == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto p = n.Cli({"-o", "json", "stop", "s/polite"});
+  CHECK(p.exit_code == 0);
+  CHECK(p.out.find("\"exit_code\": 7") != std::string::npos);
+  CHECK(p.out.find("EXECUTABLE_STATE_EXITED") !=
+        std::string::npos);  // not restarted
+  REQUIRE(n.Cli({"exec", "s", "--name", "stubborn", "--", "sh", "-c",
+                 "trap '' TERM; while true; do sleep 0.1; done"})
+              .exit_code == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto start = std::chrono::steady_clock::now();
+  auto k = n.Cli({"-o", "json", "stop", "s/stubborn", "--grace", "500ms"});
+  auto took = std::chrono::steady_clock::now() - start;
+  CHECK(k.out.find("\"signal\": 9") != std::string::npos);
+  CHECK(took >= std::chrono::milliseconds(450));
+}
+
+TEST_CASE("logs: files capture output; --tail and -f") {
+  if (!NeedRoot()) return;
+  Node n;
+  REQUIRE(n.Cli({"cell", "create", "l"}).exit_code == 0);
+  REQUIRE(n.Cli({"exec", "l", "--name", "count", "--", "sh", "-c",
+                 "for i in 1 2 3 4 5; do echo line$i; done; echo oops >&2; "
+                 "sleep 0.5; "
+                 "echo late"})
+              .exit_code == 0);
+  auto f = n.Cli({"logs", "-f", "l/count"});
+  CHECK(f.exit_code == 0);
+  CHECK(f.out == "line1\nline2\nline3\nline4\nline5\noops\nlate\n");
+  CHECK(n.Cli({"logs", "--tail", "2", "l/count"}).out == "oops\nlate\n");
+  std::string file = n.d().state_dir() + "/logs/l/count.log";
+  CHECK(access(file.c_str(), R_OK) == 0);
+  CHECK(n.Cli({"logs", "l/nope"}).exit_code == 1);
+}
+
+TEST_CASE("executables are adopted after kill -9 of myceld, logs intact") {
+  if (!NeedRoot()) return;
+  TempDir dir;
+  std::string pid_before;
+  {
+    DaemonProcess d(dir.path());
+    REQUIRE(d.Start());
+    REQUIRE(
+        d.Cli({"cell", "create", "keep", "--isolate", "pid,mount"}).exit_code ==
+        0);
+    REQUIRE(d.Cli({"exec", "keep", "--name", "long", "--", "sh", "-c",
+                   "echo before; sleep 30"})
+                .exit_code == 0);
+    REQUIRE(d.Cli({"exec", "keep", "--name", "short", "--", "sh", "-c",
+                   "echo quick; sleep 1"})
+                .exit_code == 0);
+    auto exe = WaitFor(d, "keep", "long", [](const mycel::v1::Executable& e) {
+      return e.status().pid() > 0;
+    });
+    pid_before = absl::StrCat(exe.status().pid());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK(d.Signal(SIGKILL) == 128 + SIGKILL);
+  }
+  // "short" ends while no daemon runs.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  DaemonProcess d(dir.path());
+  REQUIRE(d.Start());
+  CHECK(d.Log().find("executables_adopted=1") != std::string::npos);
+  auto exe = WaitFor(d, "keep", "long", [](const mycel::v1::Executable& e) {
+    return e.status().state() == mycel::v1::EXECUTABLE_STATE_RUNNING;
+  });
+  CHECK(absl::StrCat(exe.status().pid()) == pid_before);
+  CHECK(kill(static_cast<pid_t>(exe.status().pid()), 0) == 0);
+  CHECK(d.Cli({"logs", "keep/long"}).out == "before\n");
+  CHECK(d.Cli({"logs", "keep/short"}).out == "quick\n");
+  auto s = WaitFor(d, "keep", "short", [](const mycel::v1::Executable& e) {
+    return e.status().state() == mycel::v1::EXECUTABLE_STATE_EXITED;
+  });
+  CHECK(s.status().exit_status_unknown());
+  CHECK(s.status().message() == "exited while myceld was not running");
+  // The adopted one can still be stopped.
+  auto stop = d.Cli({"-o", "json", "stop", "keep/long", "--grace", "2s"});
+  CHECK(stop.exit_code == 0);
+  CHECK(stop.out.find("EXECUTABLE_STATE_EXITED") != std::string::npos);
+  // Gone, or a zombie waiting for the host's init (it is not our child).
+  auto st =
+      testing::Shell(absl::StrCat("cat /proc/", exe.status().pid(),
+                                  "/stat 2>/dev/null | awk '{print $3}'"));
+  CHECK((st.out.empty() || st.out == "Z\n"));
+  CHECK(d.Cli({"cell", "rm", "keep"}).exit_code == 0);
+}
+
+}  // namespace
+}  // namespace mycel
