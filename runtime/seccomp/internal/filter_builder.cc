@@ -1,0 +1,259 @@
+#include "runtime/seccomp/internal/filter_builder.h"
+
+#include <errno.h>
+#include <seccomp.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/seccomp/internal/syscall_tables.h"
+#include "runtime/status.h"
+#include "runtime/unique_fd.h"
+
+namespace mycel::seccomp_internal {
+namespace {
+
+// The x32 ABI shares AUDIT_ARCH_X86_64 and marks its syscall numbers with
+// this bit (__X32_SYSCALL_BIT).
+constexpr int kX32SyscallBit = 0x40000000;
+
+struct FilterDeleter {
+  void operator()(void* ctx) const { seccomp_release(ctx); }
+};
+using FilterPtr = std::unique_ptr<void, FilterDeleter>;
+
+// libseccomp returns -errno.
+absl::Status LibseccompError(absl::string_view call, int rc) {
+  return PosixError(call, -rc);
+}
+
+// What the filter does with one syscall.
+struct Decision {
+  enum class Kind { kAllow, kDeny, kEnosys, kConditional };
+  Kind kind = Kind::kDeny;
+  const ConditionalSyscall* conditional = nullptr;  // kConditional only
+};
+
+// Every syscall name libseccomp knows, on any of the filter's arches, with a
+// number no higher than that arch's HighestKnownSyscall.
+std::set<std::string> KnownSyscallNames(const std::vector<uint32_t>& arches) {
+  std::set<std::string> known;
+  for (uint32_t arch : arches) {
+    int first = arch == SCMP_ARCH_X32 ? kX32SyscallBit : 0;
+    int last = HighestKnownSyscall(arch);
+    for (int nr = first; nr <= last; ++nr) {
+      char* name = seccomp_syscall_resolve_num_arch(arch, nr);
+      if (name == nullptr) continue;  // a hole in the table
+      known.insert(name);
+      free(name);  // allocated by libseccomp with malloc
+    }
+  }
+  return known;
+}
+
+// The decision for every syscall that the filter names, for `options`.
+std::map<std::string, Decision> Decide(const SeccompOptions& options,
+                                       const std::vector<uint32_t>& arches) {
+  std::map<std::string, Decision> decisions;
+  if (options.profile != SeccompProfileKind::kNone) {
+    // Known but not listed: EPERM, so that only syscalls newer than the
+    // profile get the default action (ENOSYS).
+    for (const std::string& name : KnownSyscallNames(arches)) {
+      decisions[name] = {Decision::Kind::kDeny};
+    }
+    const ProfileTable& table = ProfileTableFor(options.profile);
+    for (const char* name : table.deny) {
+      decisions[name] = {Decision::Kind::kDeny};
+    }
+    for (const char* name : table.allow) {
+      decisions[name] = {Decision::Kind::kAllow};
+    }
+    for (const ConditionalSyscall& c : table.conditional) {
+      decisions[c.name] = {Decision::Kind::kConditional, &c};
+    }
+    for (const char* name : table.enosys) {
+      decisions[name] = {Decision::Kind::kEnosys};
+    }
+  }
+  for (const std::string& name : options.extra_deny) {
+    decisions[name] = {Decision::Kind::kDeny};
+  }
+  return decisions;
+}
+
+absl::Status AddRule(void* ctx, const std::string& name, int nr,
+                     uint32_t action, const std::vector<scmp_arg_cmp>& args) {
+  int rc = seccomp_rule_add_array(ctx, action, nr,
+                                  static_cast<unsigned int>(args.size()),
+                                  args.empty() ? nullptr : args.data());
+  if (rc < 0) {
+    return LibseccompError(absl::StrCat("seccomp_rule_add(", name, ")"), rc);
+  }
+  return absl::OkStatus();
+}
+
+// Allows `c` for the argument values it lists and denies every other call
+// with EPERM. libseccomp lets an unconditional rule override all conditional
+// ones of the same syscall, so the "otherwise EPERM" is itself conditional:
+// args[arg] >= 0 is always true, and libseccomp tests it after the more
+// specific comparisons (equality and masks), which the unit tests check by
+// running the filter.
+absl::Status AddConditional(void* ctx, const ConditionalSyscall& c, int nr) {
+  for (uint64_t value : c.values) {
+    scmp_arg_cmp cmp = c.match == ConditionalSyscall::Match::kAnyOf
+                           ? scmp_arg_cmp{c.arg, SCMP_CMP_EQ, value, 0}
+                           : scmp_arg_cmp{c.arg, SCMP_CMP_MASKED_EQ, value, 0};
+    RETURN_IF_ERROR(AddRule(ctx, c.name, nr, SCMP_ACT_ALLOW, {cmp}));
+  }
+  return AddRule(ctx, c.name, nr, SCMP_ACT_ERRNO(EPERM),
+                 {scmp_arg_cmp{c.arg, SCMP_CMP_GE, 0, 0}});
+}
+
+// The rules that carry out `decision` for syscall `name` (number `nr`).
+absl::Status AddRules(void* ctx, const std::string& name, int nr,
+                      const Decision& decision, uint32_t default_action) {
+  switch (decision.kind) {
+    case Decision::Kind::kAllow:
+      if (default_action == SCMP_ACT_ALLOW) return absl::OkStatus();
+      return AddRule(ctx, name, nr, SCMP_ACT_ALLOW, {});
+    case Decision::Kind::kDeny:
+      return AddRule(ctx, name, nr, SCMP_ACT_ERRNO(EPERM), {});
+    case Decision::Kind::kEnosys:
+      // libseccomp refuses a rule whose action is the default action.
+      if (default_action == SCMP_ACT_ERRNO(ENOSYS)) return absl::OkStatus();
+      return AddRule(ctx, name, nr, SCMP_ACT_ERRNO(ENOSYS), {});
+    case Decision::Kind::kConditional:
+      return AddConditional(ctx, *decision.conditional, nr);
+  }
+  return absl::OkStatus();
+}
+
+// seccomp_export_bpf writes to a descriptor; a memfd keeps it in memory.
+absl::StatusOr<std::vector<struct sock_filter>> Export(void* ctx) {
+  UniqueFd fd(memfd_create("mycel-seccomp", MFD_CLOEXEC));
+  if (!fd) return PosixError("memfd_create(mycel-seccomp)", errno);
+  int rc = seccomp_export_bpf(ctx, fd.get());
+  if (rc < 0) return LibseccompError("seccomp_export_bpf", rc);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) {
+    return PosixError("fstat(mycel-seccomp memfd)", errno);
+  }
+  size_t bytes = static_cast<size_t>(st.st_size);
+  if (bytes == 0 || bytes % sizeof(struct sock_filter) != 0) {
+    return absl::InternalError(
+        absl::StrCat("seccomp_export_bpf: ", bytes,
+                     " bytes is not a whole number of BPF instructions"));
+  }
+  std::vector<struct sock_filter> program(bytes / sizeof(struct sock_filter));
+  if (program.size() > BPF_MAXINSNS) {
+    return absl::InternalError(
+        absl::StrCat("seccomp filter has ", program.size(),
+                     " instructions; the kernel takes at most ", BPF_MAXINSNS));
+  }
+  auto* out = reinterpret_cast<char*>(program.data());
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t n =
+        pread(fd.get(), out + done, bytes - done, static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return PosixError("read(mycel-seccomp memfd)", errno);
+    }
+    if (n == 0) {
+      return absl::InternalError("seccomp_export_bpf: short memfd");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return program;
+}
+
+}  // namespace
+
+std::vector<uint32_t> FilterArches() {
+  uint32_t native = seccomp_arch_native();
+  std::vector<uint32_t> arches = {native};
+  if (native == SCMP_ARCH_X86_64) {
+    arches.push_back(SCMP_ARCH_X86);
+    arches.push_back(SCMP_ARCH_X32);
+  } else if (native == SCMP_ARCH_AARCH64) {
+    arches.push_back(SCMP_ARCH_ARM);
+  }
+  return arches;
+}
+
+int HighestKnownSyscall(uint32_t arch) {
+  int highest = -1;
+  for (const char* name : AllTableNames()) {
+    int nr = seccomp_syscall_resolve_name_arch(arch, name);
+    // Negative: not on this arch (a pseudo-syscall number) or unknown.
+    if (nr >= 0) highest = std::max(highest, nr);
+  }
+  return highest;
+}
+
+absl::StatusOr<std::vector<struct sock_filter>> BuildSeccompFilter(
+    const SeccompOptions& options) {
+  if (options.profile == SeccompProfileKind::kNone &&
+      options.extra_deny.empty()) {
+    return std::vector<struct sock_filter>();
+  }
+  // A syscall that no rule names: ENOSYS under a profile (it is newer than
+  // the profile, see Decide), allowed under none.
+  uint32_t default_action = options.profile == SeccompProfileKind::kNone
+                                ? SCMP_ACT_ALLOW
+                                : SCMP_ACT_ERRNO(ENOSYS);
+  FilterPtr ctx(seccomp_init(default_action));
+  if (ctx == nullptr) return absl::InternalError("seccomp_init failed");
+
+  std::vector<uint32_t> arches = FilterArches();
+  for (size_t i = 1; i < arches.size(); ++i) {
+    int rc = seccomp_arch_add(ctx.get(), arches[i]);
+    if (rc < 0 && rc != -EEXIST) {
+      return LibseccompError(absl::StrCat("seccomp_arch_add(", arches[i], ")"),
+                             rc);
+    }
+  }
+  // An architecture the filter does not cover cannot occur on these kernels
+  // except through a bug or an attack: end the process rather than let the
+  // call through or guess an errno.
+  int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH,
+                            SCMP_ACT_KILL_PROCESS);
+  if (rc < 0) return LibseccompError("seccomp_attr_set(ACT_BADARCH)", rc);
+  // libseccomp's default linear layout, not its binary tree
+  // (SCMP_FLTATR_CTL_OPTIMIZE=2): the tree makes seccomp_export_bpf about
+  // 7 times slower here, and it buys little at run time, because since
+  // Linux 5.11 the kernel caches "always allowed" per syscall number and
+  // skips the BPF program for those entirely.
+
+  // Unconditional rules first. On x86 libseccomp turns socket(2) rules into
+  // socketcall(SYS_SOCKET, ...) rules without the argument checks (they sit
+  // behind a pointer there), so socket's catch-all EPERM would clash with its
+  // own allow rules on socketcall; an unconditional socketcall rule added
+  // before them takes precedence and absorbs them instead.
+  std::map<std::string, Decision> decisions = Decide(options, arches);
+  for (bool conditional : {false, true}) {
+    for (const auto& [name, decision] : decisions) {
+      if ((decision.kind == Decision::Kind::kConditional) != conditional) {
+        continue;
+      }
+      int nr = seccomp_syscall_resolve_name(name.c_str());
+      // Only table names get here unresolved (CompileSeccomp validates
+      // extra_deny): syscalls newer than this libseccomp, left to the
+      // default action.
+      if (nr == __NR_SCMP_ERROR) continue;
+      RETURN_IF_ERROR(AddRules(ctx.get(), name, nr, decision, default_action));
+    }
+  }
+  return Export(ctx.get());
+}
+
+}  // namespace mycel::seccomp_internal

@@ -1,0 +1,34 @@
+// Builds the BPF program of a seccomp profile with libseccomp. No caching
+// (CompileSeccomp caches); exposed for tests and measurements.
+#ifndef MYCEL_RUNTIME_SECCOMP_INTERNAL_FILTER_BUILDER_H_
+#define MYCEL_RUNTIME_SECCOMP_INTERNAL_FILTER_BUILDER_H_
+
+#include <linux/filter.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/seccomp/seccomp_profile.h"
+
+namespace mycel::seccomp_internal {
+
+// The libseccomp architecture tokens (SCMP_ARCH_*) a filter covers: the
+// native one first, then the compat ABIs the kernel may run on it (x86_64:
+// x86 and x32).
+std::vector<uint32_t> FilterArches();
+
+// The highest syscall number, for `arch`, of any name in the profile tables
+// that libseccomp can resolve there (x32 numbers include the 0x40000000
+// bit); -1 if none resolves. Numbers above it are "newer than the profile".
+int HighestKnownSyscall(uint32_t arch);
+
+// Compiles `options` from scratch. REQUIRES: every extra_deny name resolves
+// (CompileSeccomp checks). An empty vector means "no filter" (profile none,
+// no extra_deny).
+absl::StatusOr<std::vector<struct sock_filter>> BuildSeccompFilter(
+    const SeccompOptions& options);
+
+}  // namespace mycel::seccomp_internal
+
+#endif  // MYCEL_RUNTIME_SECCOMP_INTERNAL_FILTER_BUILDER_H_

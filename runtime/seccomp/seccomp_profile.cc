@@ -1,0 +1,201 @@
+#include "runtime/seccomp/seccomp_profile.h"
+
+#include <errno.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/seccomp/internal/filter_builder.h"
+#include "runtime/seccomp/internal/syscall_tables.h"
+#include "runtime/status.h"
+
+namespace mycel {
+namespace {
+
+// Compiled programs by options. A cell start compiles its profile every time;
+// the set of distinct options on a node is small (three profiles times the
+// extra_deny lists of its workloads), so entries are never evicted, but the
+// cache stops growing at kMaxEntries so that a stream of unusual lists cannot
+// grow it without bound (those are compiled each time).
+class ProgramCache final {
+ public:
+  static constexpr size_t kMaxEntries = 64;
+
+  // The cached program for `key`, or what `build` returns (cached if OK).
+  // Builds are serialised: libseccomp keeps some process-wide state, and
+  // cells that start together with the same options then compile once, not
+  // once each.
+  absl::StatusOr<std::vector<struct sock_filter>> GetOrBuild(
+      const std::string& key,
+      absl::FunctionRef<absl::StatusOr<std::vector<struct sock_filter>>()>
+          build) ABSL_LOCKS_EXCLUDED(build_mu_, mu_) {
+    if (auto hit = Lookup(key)) return *std::move(hit);
+    absl::MutexLock build_lock(&build_mu_);
+    if (auto hit = Lookup(key)) return *std::move(hit);
+    absl::StatusOr<std::vector<struct sock_filter>> built = build();
+    if (built.ok()) {
+      absl::MutexLock lock(&mu_);
+      if (entries_.size() < kMaxEntries) entries_.emplace(key, *built);
+    }
+    return built;
+  }
+
+ private:
+  std::optional<std::vector<struct sock_filter>> Lookup(const std::string& key)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  // Held while compiling; never while holding mu_.
+  absl::Mutex build_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::Mutex mu_;
+  std::map<std::string, std::vector<struct sock_filter>> entries_
+      ABSL_GUARDED_BY(mu_);
+};
+
+ProgramCache& Cache() {
+  static ProgramCache cache;
+  return cache;
+}
+
+// The same profile with the same set of names compiles to the same program,
+// whatever the order or repeats of extra_deny.
+std::string CacheKey(const SeccompOptions& options) {
+  std::vector<std::string> names = options.extra_deny;
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return absl::StrCat(SeccompProfileName(options.profile), ":",
+                      absl::StrJoin(names, ","));
+}
+
+absl::Status ValidateExtraDeny(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    // A NUL would cut the name short for libseccomp ("mkdir\0x" → mkdir).
+    if (name.find('\0') != std::string::npos ||
+        seccomp_syscall_resolve_name(name.c_str()) == __NR_SCMP_ERROR) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("seccomp_deny: unknown syscall \"", name, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> SortedUnique(std::vector<std::string> names) {
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+}  // namespace
+
+absl::StatusOr<SeccompProfileKind> ParseSeccompProfile(absl::string_view name) {
+  if (name == "default") return SeccompProfileKind::kDefault;
+  if (name == "strict") return SeccompProfileKind::kStrict;
+  if (name == "none") return SeccompProfileKind::kNone;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "seccomp: unknown profile \"", name, "\" (want default|strict|none)"));
+}
+
+absl::string_view SeccompProfileName(SeccompProfileKind kind) {
+  switch (kind) {
+    case SeccompProfileKind::kDefault:
+      return "default";
+    case SeccompProfileKind::kStrict:
+      return "strict";
+    case SeccompProfileKind::kNone:
+      return "none";
+  }
+  return "unknown";
+}
+
+SeccompProgram::SeccompProgram(std::vector<struct sock_filter> instructions)
+    : instructions_(std::move(instructions)) {
+  Point();
+}
+
+SeccompProgram::SeccompProgram(SeccompProgram&& other) noexcept
+    : instructions_(std::move(other.instructions_)) {
+  other.instructions_.clear();
+  other.Point();
+  Point();
+}
+
+SeccompProgram& SeccompProgram::operator=(SeccompProgram&& other) noexcept {
+  if (this != &other) {
+    instructions_ = std::move(other.instructions_);
+    other.instructions_.clear();
+    other.Point();
+    Point();
+  }
+  return *this;
+}
+
+void SeccompProgram::Point() {
+  fprog_.len = static_cast<unsigned short>(instructions_.size());
+  fprog_.filter = instructions_.empty() ? nullptr : instructions_.data();
+}
+
+absl::StatusOr<SeccompProgram> CompileSeccomp(const SeccompOptions& options) {
+  RETURN_IF_ERROR(ValidateExtraDeny(options.extra_deny));
+  auto instructions = Cache().GetOrBuild(CacheKey(options), [&] {
+    return seccomp_internal::BuildSeccompFilter(options);
+  });
+  if (!instructions.ok()) {
+    return Annotate(
+        instructions.status(),
+        absl::StrCat("seccomp profile ", SeccompProfileName(options.profile)));
+  }
+  return SeccompProgram(std::move(*instructions));
+}
+
+std::vector<std::string> SeccompProfileSyscalls(SeccompProfileKind kind) {
+  const seccomp_internal::ProfileTable& table =
+      seccomp_internal::ProfileTableFor(kind);
+  std::vector<std::string> names(table.allow.begin(), table.allow.end());
+  for (const seccomp_internal::ConditionalSyscall& c : table.conditional) {
+    names.push_back(c.name);
+  }
+  return SortedUnique(std::move(names));
+}
+
+std::vector<std::string> SeccompProfileDeniedSyscalls(SeccompProfileKind kind) {
+  const seccomp_internal::ProfileTable& table =
+      seccomp_internal::ProfileTableFor(kind);
+  return SortedUnique(
+      std::vector<std::string>(table.deny.begin(), table.deny.end()));
+}
+
+int ApplySeccompInChild(const SeccompProgram& program) noexcept {
+  // Raw syscalls: glibc has no seccomp() wrapper, and prctl's is variadic.
+  if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1UL, 0UL, 0UL, 0UL) != 0) {
+    return errno;
+  }
+  if (program.empty()) return 0;
+  // No SECCOMP_FILTER_FLAG_TSYNC: the child has a single thread.
+  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0UL, program.prog()) != 0) {
+    return errno;
+  }
+  return 0;
+}
+
+int ApplySeccompStep(const void* program) noexcept {
+  return ApplySeccompInChild(*static_cast<const SeccompProgram*>(program));
+}
+
+}  // namespace mycel

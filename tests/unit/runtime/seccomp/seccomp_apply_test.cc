@@ -1,0 +1,484 @@
+// Integration tests for seccomp profiles: each test forks, loads a filter in
+// the child with ApplySeccompInChild, and then execs real programs or makes
+// raw syscalls whose errno the child reports back. Needs root (mount and
+// namespace probes); skips otherwise.
+#include <doctest/doctest.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <pthread.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <sys/mount.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timex.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/seccomp/internal/filter_builder.h"
+#include "runtime/seccomp/seccomp_profile.h"
+#include "tests/testing/process.h"
+#include "tests/unit/runtime/seccomp/child_runner.h"
+
+namespace mycel {
+namespace {
+
+using testing::ChildResult;
+using testing::Exec;
+using testing::ParseReport;
+using testing::Report;
+using testing::ReportErrno;
+using testing::RunInChild;
+
+constexpr long kX32Bit = 0x40000000;
+// Exit codes of a child that could not get to its test.
+constexpr int kApplyFailed = 100;
+constexpr int kSetupFailed = 99;
+
+bool SkipUnlessRoot() {
+  if (geteuid() == 0) return false;
+  MESSAGE("skipped: needs root (mount and namespace probes)");
+  return true;
+}
+
+SeccompProgram Compile(SeccompProfileKind kind,
+                       std::vector<std::string> extra_deny = {}) {
+  auto program = CompileSeccomp({kind, std::move(extra_deny)});
+  REQUIRE_MESSAGE(program.ok(), program.status().ToString());
+  return std::move(*program);
+}
+
+// In the child: loads `program`, or reports why not.
+bool Apply(const SeccompProgram& program) {
+  int rc = ApplySeccompInChild(program);
+  if (rc != 0) Report("apply", rc);
+  return rc == 0;
+}
+
+// Runs argv under `program` in a child.
+ChildResult ExecUnder(const SeccompProgram& program,
+                      std::initializer_list<const char*> argv) {
+  return RunInChild([&] {
+    if (!Apply(program)) return kApplyFailed;
+    return Exec(argv);
+  });
+}
+
+std::string Errno(int e) { return absl::StrCat(e); }
+
+void* ThreadBody(void*) { return nullptr; }
+
+TEST_CASE("default: ordinary programs run") {
+  if (SkipUnlessRoot()) return;
+  SeccompProgram program = Compile(SeccompProfileKind::kDefault);
+
+  ChildResult r = ExecUnder(program, {"/bin/true"});
+  CHECK_MESSAGE(r.exit_code == 0, r.out);
+
+  r = ExecUnder(program, {"/bin/ls", "/"});
+  CHECK_MESSAGE(r.exit_code == 0, r.out);
+  CHECK_MESSAGE(absl::StrContains(absl::StrCat("\n", r.out), "\netc\n"), r.out);
+
+  r = ExecUnder(program, {"/bin/sh", "-c", "echo hi"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "hi\n");
+
+  // The shell forks (clone) for a pipeline.
+  r = ExecUnder(program, {"/bin/sh", "-c", "echo a | cat; echo $?"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "a\n0\n");
+}
+
+TEST_CASE("default: unshare and mount fail with EPERM") {
+  if (SkipUnlessRoot()) return;
+  SeccompProgram program = Compile(SeccompProfileKind::kDefault);
+  testing::TempDir dir;
+
+  ChildResult r = ExecUnder(program, {"/usr/bin/unshare", "-U", "true"});
+  CHECK(r.exit_code != 0);
+  CHECK_MESSAGE(absl::StrContains(r.out, "Operation not permitted"), r.out);
+
+  r = RunInChild([&] {
+    // A private mount namespace first: if the filter let mount through, the
+    // tmpfs would land there and not on the host.
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      return kSetupFailed;
+    }
+    if (!Apply(program)) return kApplyFailed;
+    ReportErrno("unshare", unshare(CLONE_NEWUTS));
+    ReportErrno("mount",
+                mount("none", dir.path().c_str(), "tmpfs", 0, nullptr));
+    ReportErrno("umount2", umount2(dir.path().c_str(), MNT_DETACH));
+    return 0;
+  });
+  REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+  auto report = ParseReport(r.out);
+  CHECK(report["unshare"] == Errno(EPERM));
+  CHECK(report["mount"] == Errno(EPERM));
+  CHECK(report["umount2"] == Errno(EPERM));
+}
+
+// Each dangerous syscall of the default profile, called with arguments that
+// would be harmless if the filter let it through.
+TEST_CASE("default: dangerous syscalls fail with EPERM") {
+  if (SkipUnlessRoot()) return;
+  SeccompProgram program = Compile(SeccompProfileKind::kDefault);
+  ChildResult r = RunInChild([&] {
+    if (!Apply(program)) return kApplyFailed;
+    struct timex tx = {};
+    struct timespec ts = {};
+    ReportErrno("setns", syscall(SYS_setns, -1, 0));
+    ReportErrno("pivot_root", syscall(SYS_pivot_root, "/nonexistent-mycel-a",
+                                      "/nonexistent-mycel-b"));
+    ReportErrno("kexec_load", syscall(SYS_kexec_load, 0, 0, nullptr, 0));
+    ReportErrno("kexec_file_load",
+                syscall(SYS_kexec_file_load, -1, -1, 0, "", 0));
+    ReportErrno("init_module", syscall(SYS_init_module, nullptr, 0, ""));
+    ReportErrno("finit_module", syscall(SYS_finit_module, -1, "", 0));
+    ReportErrno("delete_module",
+                syscall(SYS_delete_module, "mycel_nonexistent", O_NONBLOCK));
+    ReportErrno("bpf", syscall(SYS_bpf, -1, nullptr, 0));
+    ReportErrno("perf_event_open",
+                syscall(SYS_perf_event_open, nullptr, 0, -1, -1, 0));
+    ReportErrno("ptrace", syscall(SYS_ptrace, 2 /* PEEKDATA */, 0, 0, 0));
+    ReportErrno("process_vm_readv",
+                syscall(SYS_process_vm_readv, 0, nullptr, 0, nullptr, 0, 0));
+    ReportErrno("keyctl", syscall(SYS_keyctl, -1, 0, 0, 0, 0));
+    ReportErrno("add_key",
+                syscall(SYS_add_key, nullptr, nullptr, nullptr, 0, 0));
+    ReportErrno("request_key",
+                syscall(SYS_request_key, nullptr, nullptr, nullptr, 0));
+    ReportErrno("reboot", syscall(SYS_reboot, 0, 0, 0, nullptr));
+    ReportErrno("swapon", syscall(SYS_swapon, "/nonexistent-mycel", 0));
+    ReportErrno("swapoff", syscall(SYS_swapoff, "/nonexistent-mycel"));
+    ReportErrno("syslog",
+                syscall(SYS_syslog, 10 /* SIZE_BUFFER */, nullptr, 0));
+    ReportErrno("acct", syscall(SYS_acct, "/nonexistent-mycel/acct"));
+    ReportErrno("settimeofday", syscall(SYS_settimeofday, nullptr, nullptr));
+    ReportErrno("clock_settime",
+                syscall(SYS_clock_settime, CLOCK_MONOTONIC, &ts));
+    ReportErrno("clock_adjtime",
+                syscall(SYS_clock_adjtime, CLOCK_REALTIME, &tx));
+    ReportErrno("adjtimex", syscall(SYS_adjtimex, &tx));
+    ReportErrno("open_by_handle_at",
+                syscall(SYS_open_by_handle_at, -1, nullptr, 0));
+    ReportErrno("name_to_handle_at", syscall(SYS_name_to_handle_at, AT_FDCWD,
+                                             "/", nullptr, nullptr, 0));
+    ReportErrno("userfaultfd", syscall(SYS_userfaultfd, O_CLOEXEC));
+    ReportErrno("quotactl", syscall(SYS_quotactl, 0, nullptr, 0, nullptr));
+    ReportErrno("lookup_dcookie", syscall(SYS_lookup_dcookie, 0, nullptr, 0));
+    ReportErrno("iopl", syscall(SYS_iopl, 0));
+    ReportErrno("ioperm", syscall(SYS_ioperm, 0, 0, 0));
+    ReportErrno("io_uring_setup", syscall(SYS_io_uring_setup, 0, nullptr));
+    ReportErrno("personality(ADDR_NO_RANDOMIZE)",
+                syscall(SYS_personality, ADDR_NO_RANDOMIZE));
+    ReportErrno("socket(AF_VSOCK)", socket(AF_VSOCK, SOCK_STREAM, 0));
+    ReportErrno("socket(AF_ALG)", socket(AF_ALG, SOCK_SEQPACKET, 0));
+    // Allowed neighbours, to show the filter is not denying everything.
+    ReportErrno("chroot(/)", syscall(SYS_chroot, "/"));
+    ReportErrno("socket(AF_UNIX)", socket(AF_UNIX, SOCK_STREAM, 0));
+    ReportErrno("personality(query)", syscall(SYS_personality, 0xffffffffUL));
+    return 0;
+  });
+  REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+  auto report = ParseReport(r.out);
+  for (const char* name : {"setns",
+                           "pivot_root",
+                           "kexec_load",
+                           "kexec_file_load",
+                           "init_module",
+                           "finit_module",
+                           "delete_module",
+                           "bpf",
+                           "perf_event_open",
+                           "ptrace",
+                           "process_vm_readv",
+                           "keyctl",
+                           "add_key",
+                           "request_key",
+                           "reboot",
+                           "swapon",
+                           "swapoff",
+                           "syslog",
+                           "acct",
+                           "settimeofday",
+                           "clock_settime",
+                           "clock_adjtime",
+                           "adjtimex",
+                           "open_by_handle_at",
+                           "name_to_handle_at",
+                           "userfaultfd",
+                           "quotactl",
+                           "lookup_dcookie",
+                           "iopl",
+                           "ioperm",
+                           "io_uring_setup",
+                           "personality(ADDR_NO_RANDOMIZE)",
+                           "socket(AF_VSOCK)",
+                           "socket(AF_ALG)"}) {
+    CHECK_MESSAGE(report[name] == Errno(EPERM), std::string(name), " gave ",
+                  report[name]);
+  }
+  CHECK(report["chroot(/)"] == "0");
+  CHECK(report["socket(AF_UNIX)"] == "0");
+  CHECK(report["personality(query)"] == "0");
+}
+
+TEST_CASE("default and strict: unknown and newer syscalls fail with ENOSYS") {
+  if (SkipUnlessRoot()) return;
+  int highest = seccomp_internal::HighestKnownSyscall(seccomp_arch_native());
+  for (auto kind :
+       {SeccompProfileKind::kDefault, SeccompProfileKind::kStrict}) {
+    CAPTURE(SeccompProfileName(kind));
+    SeccompProgram program = Compile(kind);
+    ChildResult r = RunInChild([&] {
+      if (!Apply(program)) return kApplyFailed;
+      ReportErrno("1000", syscall(1000));
+      ReportErrno("highest+1", syscall(highest + 1, 0, 0, 0, 0, 0));
+      ReportErrno("clone3", syscall(SYS_clone3, nullptr, 0));
+      return 0;
+    });
+    REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+    auto report = ParseReport(r.out);
+    CHECK(report["1000"] == Errno(ENOSYS));
+    CHECK(report["highest+1"] == Errno(ENOSYS));
+    CHECK(report["clone3"] == Errno(ENOSYS));
+  }
+  // Without a filter the kernel checks clone3's arguments instead.
+  ChildResult control = RunInChild([] {
+    ReportErrno("clone3", syscall(SYS_clone3, nullptr, 0));
+    return 0;
+  });
+  CHECK(ParseReport(control.out)["clone3"] == Errno(EINVAL));
+}
+
+TEST_CASE(
+    "default: threads and fork work through the clone3 → clone fallback") {
+  if (SkipUnlessRoot()) return;
+  SeccompProgram program = Compile(SeccompProfileKind::kDefault);
+  ChildResult r = RunInChild([&] {
+    if (!Apply(program)) return kApplyFailed;
+    pthread_t thread;
+    int rc = pthread_create(&thread, nullptr, ThreadBody, nullptr);
+    Report("pthread_create", rc);
+    if (rc == 0) Report("pthread_join", pthread_join(thread, nullptr));
+    pid_t pid = fork();
+    if (pid == 0) _exit(7);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    Report("fork_exit",
+           pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return 0;
+  });
+  REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+  auto report = ParseReport(r.out);
+  CHECK(report["pthread_create"] == "0");
+  CHECK(report["pthread_join"] == "0");
+  CHECK(report["fork_exit"] == "7");
+}
+
+TEST_CASE("x32 syscall numbers cannot bypass the filter") {
+  if (SkipUnlessRoot()) return;
+  if (seccomp_arch_native() != SCMP_ARCH_X86_64) {
+    MESSAGE("skipped: x32 exists only on x86_64");
+    return;
+  }
+  SeccompProgram program = Compile(SeccompProfileKind::kDefault);
+  ChildResult r = RunInChild([&] {
+    if (!Apply(program)) return kApplyFailed;
+    ReportErrno("unshare", syscall(SYS_unshare | kX32Bit, CLONE_NEWUTS));
+    ReportErrno("mount", syscall(SYS_mount | kX32Bit, "none", "/nonexistent",
+                                 "tmpfs", 0, nullptr));
+    long pid = syscall(SYS_getpid | kX32Bit);
+    Report("getpid_errno", pid == -1 ? errno : 0);
+    Report("getpid_ok", pid == getpid());
+    ReportErrno("1000", syscall(1000 | kX32Bit));
+    return 0;
+  });
+  REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+  auto report = ParseReport(r.out);
+  // Denied syscalls: EPERM from the filter, as for the native ABI.
+  CHECK(report["unshare"] == Errno(EPERM));
+  CHECK(report["mount"] == Errno(EPERM));
+  CHECK(report["1000"] == Errno(ENOSYS));
+  // Allowed ones reach the kernel: ENOSYS without CONFIG_X86_X32_ABI.
+  CHECK(
+      (report["getpid_ok"] == "1" || report["getpid_errno"] == Errno(ENOSYS)));
+}
+
+// int 0x80 from a 64-bit process: the i386 ABI.
+long Int80(long nr, long arg0) {
+#if defined(__x86_64__)
+  long ret;
+  __asm__ volatile("int $0x80"
+                   : "=a"(ret)
+                   : "a"(nr), "b"(arg0)
+                   : "memory", "r8", "r9", "r10", "r11");
+  return ret;
+#else
+  return -ENOSYS;
+#endif
+}
+
+TEST_CASE("i386 syscalls (int 0x80) cannot bypass the filter") {
+  if (SkipUnlessRoot()) return;
+  if (seccomp_arch_native() != SCMP_ARCH_X86_64) return;
+  int i386_getpid = seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86, "getpid");
+  int i386_unshare =
+      seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86, "unshare");
+  ChildResult probe =
+      RunInChild([&] { return Int80(i386_getpid, 0) == getpid() ? 0 : 1; });
+  if (probe.exit_code != 0) {
+    MESSAGE(
+        "skipped: this kernel does not run int 0x80 (IA32 emulation off; "
+        "signal ",
+        probe.signal, "); the unit tests cover the i386 rules");
+    return;
+  }
+  SeccompProgram program = Compile(SeccompProfileKind::kDefault);
+  ChildResult r = RunInChild([&] {
+    if (!Apply(program)) return kApplyFailed;
+    Report("unshare", -Int80(i386_unshare, CLONE_NEWUTS));
+    Report("getpid_ok", Int80(i386_getpid, 0) == getpid());
+    return 0;
+  });
+  REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+  auto report = ParseReport(r.out);
+  CHECK(report["unshare"] == Errno(EPERM));
+  CHECK(report["getpid_ok"] == "1");
+}
+
+TEST_CASE("strict: a dynamic binary runs; sockets and mkdir fail with EPERM") {
+  if (SkipUnlessRoot()) return;
+  SeccompProgram program = Compile(SeccompProfileKind::kStrict);
+  testing::TempDir dir;
+
+  ChildResult r = ExecUnder(program, {"/bin/true"});
+  CHECK_MESSAGE(r.exit_code == 0, r.out);
+
+  std::string file = dir.Sub("data");
+  {
+    int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    REQUIRE(fd >= 0);
+    REQUIRE(write(fd, "strict\n", 7) == 7);
+    close(fd);
+  }
+  r = ExecUnder(program, {"/bin/cat", file.c_str()});
+  CHECK_MESSAGE(r.exit_code == 0, r.out);
+  CHECK(r.out == "strict\n");
+
+  std::string sub = dir.Sub("sub");
+  r = RunInChild([&] {
+    if (!Apply(program)) return kApplyFailed;
+    ReportErrno("socket", socket(AF_UNIX, SOCK_STREAM, 0));
+    ReportErrno("mkdir", mkdir(sub.c_str(), 0755));
+    ReportErrno("fork", fork());
+    ReportErrno("getpid", getpid());
+    return 0;
+  });
+  REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+  auto report = ParseReport(r.out);
+  CHECK(report["socket"] == Errno(EPERM));
+  CHECK(report["mkdir"] == Errno(EPERM));
+  CHECK(report["fork"] == Errno(EPERM));
+  CHECK(report["getpid"] == "0");
+  struct stat st;
+  CHECK(stat(sub.c_str(), &st) != 0);
+
+  r = ExecUnder(program, {"/bin/mkdir", sub.c_str()});
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(absl::StrContains(r.out, "Operation not permitted"), r.out);
+}
+
+std::string StatusField(const std::string& status, const std::string& key) {
+  size_t at = status.find("\n" + key + ":");
+  if (at == std::string::npos) return "";
+  size_t start = status.find_first_not_of(" \t", at + key.size() + 2);
+  size_t end = status.find('\n', start);
+  return status.substr(start, end - start);
+}
+
+TEST_CASE("no_new_privs is set under every profile; none loads no filter") {
+  if (SkipUnlessRoot()) return;
+  for (const auto& want : {std::pair{SeccompProfileKind::kNone, "0"},
+                           std::pair{SeccompProfileKind::kDefault, "2"},
+                           std::pair{SeccompProfileKind::kStrict, "2"}}) {
+    SeccompProfileKind kind = want.first;
+    const char* seccomp_mode = want.second;
+    CAPTURE(SeccompProfileName(kind));
+    SeccompProgram program = Compile(kind);
+    ChildResult r = ExecUnder(program, {"/bin/cat", "/proc/self/status"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+    CHECK(StatusField(r.out, "NoNewPrivs") == "1");
+    CHECK(StatusField(r.out, "Seccomp") == seccomp_mode);
+  }
+}
+
+TEST_CASE("none: unshare works for root") {
+  if (SkipUnlessRoot()) return;
+  ChildResult control = RunInChild([] { return unshare(CLONE_NEWUTS); });
+  if (control.exit_code != 0) {
+    MESSAGE("skipped: this kernel refuses unshare(CLONE_NEWUTS) to root");
+    return;
+  }
+  SeccompProgram program = Compile(SeccompProfileKind::kNone);
+  ChildResult r = RunInChild([&] {
+    if (!Apply(program)) return kApplyFailed;
+    ReportErrno("unshare", unshare(CLONE_NEWUTS));
+    ReportErrno("setns", syscall(SYS_setns, -1, 0));
+    return 0;
+  });
+  REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+  auto report = ParseReport(r.out);
+  CHECK(report["unshare"] == "0");
+  CHECK(report["setns"] == Errno(EBADF));  // the kernel's answer, not EPERM
+}
+
+TEST_CASE("extra_deny mkdir on none: mkdir fails with EPERM, the rest works") {
+  if (SkipUnlessRoot()) return;
+  SeccompProgram program = Compile(SeccompProfileKind::kNone, {"mkdir"});
+  testing::TempDir dir;
+  std::string a = dir.Sub("a"), b = dir.Sub("b"), c = dir.Sub("c");
+  ChildResult r = RunInChild([&] {
+    if (!Apply(program)) return kApplyFailed;
+    ReportErrno("mkdir", syscall(SYS_mkdir, a.c_str(), 0755));
+    ReportErrno("mkdirat", mkdirat(AT_FDCWD, b.c_str(), 0755));
+    ReportErrno("x32_mkdir", syscall(SYS_mkdir | kX32Bit, a.c_str(), 0755));
+    ReportErrno("unshare", unshare(CLONE_NEWUTS));
+    return 0;
+  });
+  REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+  auto report = ParseReport(r.out);
+  CHECK(report["mkdir"] == Errno(EPERM));
+  CHECK(report["mkdirat"] == "0");
+  CHECK(report["x32_mkdir"] == Errno(EPERM));
+  CHECK(report["unshare"] == "0");
+  struct stat st;
+  CHECK(stat(a.c_str(), &st) != 0);
+  CHECK(stat(b.c_str(), &st) == 0);
+
+  r = ExecUnder(program, {"/bin/mkdir", c.c_str()});
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(absl::StrContains(r.out, "Operation not permitted"), r.out);
+  r = ExecUnder(program, {"/bin/sh", "-c", "echo ok"});
+  CHECK(r.out == "ok\n");
+}
+
+TEST_CASE("a program the kernel rejects is reported as an errno") {
+  // One instruction with an invalid opcode.
+  SeccompProgram bad({sock_filter{0xffff, 0, 0, 0}});
+  ChildResult r = RunInChild([&] { return ApplySeccompInChild(bad); });
+  CHECK(r.exit_code == EINVAL);
+}
+
+}  // namespace
+}  // namespace mycel
