@@ -440,7 +440,11 @@ absl::Status CellManager::Launch(Cell* cell, Exe* exe,
   for (const UniqueFd& fd : join.procs_fds)
     req.cgroup_procs_fds.push_back(fd.get());
   req.cgroup_dir_fd = join.dir_fd.get();
-  req.pre_exec.push_back({"capabilities", ApplyCapabilitiesStep, &cell->caps});
+  // As root, the capability sets are set before the uid change; a non-root
+  // workload then keeps only the bounding set, as in Docker (the kernel
+  // clears its permitted, effective and ambient sets at setresuid).
+  req.pre_exec.push_back({"capabilities", ApplyCapabilitiesStep, &cell->caps,
+                          /*before_credentials=*/true});
   req.pre_exec.push_back({"seccomp", ApplySeccompStep, &cell->seccomp});
 
   absl::StatusOr<CgroupStats> before = cgroups_->Stats(cell->spec.name());

@@ -1,0 +1,146 @@
+#include "runtime/spawn/child.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "runtime/fs.h"
+#include "runtime/status.h"
+#include "runtime/syscalls.h"
+
+namespace mycel {
+namespace {
+
+ExitStatus DecodeSiginfo(const siginfo_t& info) {
+  ExitStatus status;
+  switch (info.si_code) {
+    case CLD_EXITED:
+      status.exited = true;
+      status.code = info.si_status;
+      break;
+    case CLD_DUMPED:
+      status.core_dumped = true;
+      [[fallthrough]];
+    case CLD_KILLED:
+      status.signaled = true;
+      status.signal = info.si_status;
+      break;
+    default:
+      break;
+  }
+  return status;
+}
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  if (abbrev == nullptr) return absl::StrCat(sig);
+  return absl::StrCat("SIG", abbrev);
+}
+
+}  // namespace
+
+absl::Status Child::Signal(int sig) {
+  if (!pidfd_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("signal pid ", pid_, ": pidfd was released"));
+  }
+  if (sys::PidfdSendSignal(pidfd_.get(), sig, nullptr, 0) != 0) {
+    return PosixError(absl::StrCat("pidfd_send_signal(pid ", pid_, ", ",
+                                   SignalName(sig), ")"),
+                      errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<ExitStatus>> Child::WaitImpl(bool block) {
+  if (exit_status_) return exit_status_;
+  if (!pidfd_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("wait for pid ", pid_, ": pidfd was released"));
+  }
+  for (;;) {
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    int options = WEXITED | (block ? 0 : WNOHANG);
+    if (waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &info, options) != 0) {
+      if (errno == EINTR) continue;
+      return PosixError(absl::StrCat("waitid(pid ", pid_, ")"), errno);
+    }
+    // With WNOHANG and nothing to report, the kernel leaves si_pid zero.
+    if (info.si_pid == 0) return std::nullopt;
+    exit_status_ = DecodeSiginfo(info);
+    return exit_status_;
+  }
+}
+
+absl::StatusOr<std::optional<ExitStatus>> Child::TryWait() {
+  return WaitImpl(/*block=*/false);
+}
+
+absl::StatusOr<ExitStatus> Child::Wait() {
+  ASSIGN_OR_RETURN(std::optional<ExitStatus> status, WaitImpl(/*block=*/true));
+  if (!status) {
+    return absl::InternalError(
+        absl::StrCat("waitid(pid ", pid_, ") returned without a status"));
+  }
+  return *status;
+}
+
+UniqueFd Child::ReleasePidfd() { return std::move(pidfd_); }
+
+absl::StatusOr<Child> Child::Adopt(pid_t pid, uint64_t expected_start_time) {
+  if (pid <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("adopt: bad pid ", pid));
+  }
+  UniqueFd pidfd(sys::PidfdOpen(pid, 0));
+  if (!pidfd)
+    return PosixError(absl::StrCat("pidfd_open(pid ", pid, ")"), errno);
+  // The pidfd pins the process that had `pid` when it was opened; /proc is
+  // read by number. The process is still alive after the read only if the
+  // number still named it, so check liveness after reading.
+  absl::StatusOr<uint64_t> start_time = ProcessStartTime(pid);
+  if (sys::PidfdSendSignal(pidfd.get(), 0, nullptr, 0) != 0) {
+    return PosixError(absl::StrCat("adopt pid ", pid), errno);
+  }
+  if (!start_time.ok()) return start_time.status();
+  if (*start_time != expected_start_time) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("adopt pid ", pid, ": it started at ", *start_time,
+                     " but the expected process started at ",
+                     expected_start_time, " (the pid was reused)"));
+  }
+  return Child(std::move(pidfd), pid, *start_time);
+}
+
+absl::StatusOr<uint64_t> ProcessStartTime(pid_t pid) {
+  std::string path = absl::StrCat("/proc/", pid, "/stat");
+  ASSIGN_OR_RETURN(std::string stat, ReadFile(path));
+  // Field 2 (comm) is in parentheses and may itself contain spaces and
+  // parentheses, so fields are counted from the last ')'.
+  size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) {
+    return absl::InternalError(absl::StrCat(path, ": no ')' after comm"));
+  }
+  std::vector<absl::string_view> fields = absl::StrSplit(
+      absl::string_view(stat).substr(paren + 1), ' ', absl::SkipEmpty());
+  // fields[0] is field 3 (state), so field 22 is fields[19].
+  constexpr size_t kStartTimeIndex = 22 - 3;
+  uint64_t start_time = 0;
+  if (fields.size() <= kStartTimeIndex ||
+      !absl::SimpleAtoi(fields[kStartTimeIndex], &start_time)) {
+    return absl::InternalError(
+        absl::StrCat(path, ": cannot parse field 22 (starttime)"));
+  }
+  return start_time;
+}
+
+}  // namespace mycel

@@ -1,0 +1,291 @@
+#include "runtime/spawn/internal/child_setup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "runtime/spawn/cell_init.h"
+#include "runtime/syscalls.h"
+
+namespace mycel::spawn_internal {
+namespace {
+
+[[noreturn]] void Fail(const ChildPlan& plan, Step step, int index,
+                       int error) noexcept {
+  Report report;
+  report.kind = Report::kError;
+  report.step = static_cast<int32_t>(step);
+  report.index = index;
+  report.error = error;
+  // If this fails the parent is gone; there is nobody left to tell.
+  while (send(plan.sync_fd, &report, sizeof(report), MSG_NOSIGNAL) < 0 &&
+         errno == EINTR) {
+  }
+  _exit(127);
+}
+
+[[noreturn]] void FailErrno(const ChildPlan& plan, Step step,
+                            int index = 0) noexcept {
+  Fail(plan, step, index, errno);
+}
+
+// The daemon's handlers were cleared by CLONE_CLEAR_SIGHAND, but ignored
+// signals (SIGPIPE in any network daemon) would stay ignored across exec.
+void ResetSignalDispositions() noexcept {
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    // glibc refuses its internal real-time signals with EINVAL; harmless.
+    sigaction(sig, &dfl, nullptr);
+  }
+}
+
+void WaitForMaps(const ChildPlan& plan) noexcept {
+  char byte = 0;
+  ssize_t n;
+  do {
+    n = read(plan.sync_fd, &byte, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) FailErrno(plan, Step::kUserNsSync);
+  if (n == 0 || byte != kMapsWritten) Fail(plan, Step::kUserNsSync, 0, EPIPE);
+}
+
+void JoinNamespaces(const ChildPlan& plan) noexcept {
+  for (const auto& ns : kNamespaceOrder) {
+    if ((plan.join_namespaces & ns.flag) == 0) continue;
+    if (sys::Setns(plan.join_pidfd, ns.flag) != 0) {
+      FailErrno(plan, Step::kSetns, ns.flag);
+    }
+  }
+}
+
+// setns(CLONE_NEWPID) only moves future children, so the process that
+// joined forks once more. CLONE_PARENT makes the new process a child of the
+// daemon, which therefore reaps it and gets its exit status. Returns in the
+// new process; the joining one hands the new pidfd to the parent and exits.
+void CloneIntoJoinedPidNamespace(const ChildPlan& plan) noexcept {
+  int pidfd = -1;
+  struct clone_args args;
+  memset(&args, 0, sizeof(args));
+  args.flags = CLONE_PARENT | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uintptr_t>(&pidfd);
+  // clone3 requires 0 here with CLONE_PARENT: the new process inherits
+  // our exit signal (SIGCHLD) and reports to our parent.
+  args.exit_signal = 0;
+  long pid = sys::Clone3(&args, sizeof(args));
+  if (pid < 0) FailErrno(plan, Step::kCloneJoined);
+  if (pid == 0) return;
+
+  Report report;
+  report.kind = Report::kJoinedChild;
+  report.pid = pid;
+  struct iovec iov = {&report, sizeof(report)};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  memset(control, 0, sizeof(control));
+  struct msghdr msg;
+  memset(&msg, 0, sizeof(msg));
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  struct cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cmsg), &pidfd, sizeof(int));
+  ssize_t n;
+  do {
+    n = sendmsg(plan.sync_fd, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    int error = errno;
+    // The parent cannot learn about the new process; do not let it run.
+    sys::PidfdSendSignal(pidfd, SIGKILL, nullptr, 0);
+    Fail(plan, Step::kSendPidfd, 0, error);
+  }
+  _exit(0);
+}
+
+void JoinCgroups(const ChildPlan& plan) noexcept {
+  for (size_t i = 0; i < plan.cgroup_procs_count; ++i) {
+    ssize_t n;
+    do {
+      n = write(plan.cgroup_procs_fds[i], "0", 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) {
+      Fail(plan, Step::kCgroupProcs, static_cast<int>(i), n < 0 ? errno : EIO);
+    }
+  }
+  if (plan.unshare_cgroup && unshare(CLONE_NEWCGROUP) != 0) {
+    FailErrno(plan, Step::kUnshareCgroup);
+  }
+}
+
+constexpr unsigned long kProcFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+
+void SetUpMounts(const ChildPlan& plan) noexcept {
+  if (!plan.setup_mounts) return;
+  // Nothing done below may propagate back to the host's mount table.
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    FailErrno(plan, Step::kMountPrivate);
+  }
+  if (plan.rootfs != nullptr) {
+    // pivot_root needs the new root to be a mount point.
+    if (mount(plan.rootfs, plan.rootfs, nullptr, MS_BIND | MS_REC, nullptr) !=
+        0) {
+      FailErrno(plan, Step::kBindRootfs);
+    }
+    mkdir(plan.rootfs_proc, 0555);  // mount reports it if this mattered
+    if (mount("proc", plan.rootfs_proc, "proc", kProcFlags, nullptr) != 0) {
+      FailErrno(plan, Step::kMountProc);
+    }
+    // pivot_root(".", ".") stacks the old root on top of the new one, so
+    // no put_old directory is needed; the detach then drops the old root.
+    if (chdir(plan.rootfs) != 0) FailErrno(plan, Step::kEnterRootfs);
+    if (sys::PivotRoot(".", ".") != 0) FailErrno(plan, Step::kPivotRoot);
+    if (umount2(".", MNT_DETACH) != 0) FailErrno(plan, Step::kDetachOldRoot);
+    if (chdir("/") != 0) FailErrno(plan, Step::kEnterNewRoot);
+  } else if (plan.mount_proc) {
+    if (mount("proc", "/proc", "proc", kProcFlags, nullptr) != 0) {
+      FailErrno(plan, Step::kMountProc);
+    }
+  }
+  if (plan.readonly_rootfs) {
+    // A bind remount must repeat the flags it keeps, or the kernel refuses
+    // to clear locked ones (nosuid, nodev, ...) in a user namespace.
+    struct statfs fs;
+    if (statfs("/", &fs) != 0) FailErrno(plan, Step::kRemountReadonly);
+    unsigned long keep = static_cast<unsigned long>(fs.f_flags) &
+                         (MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME |
+                          MS_NODIRATIME | MS_RELATIME);
+    if (mount(nullptr, "/", nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | keep,
+              nullptr) != 0) {
+      FailErrno(plan, Step::kRemountReadonly);
+    }
+  }
+}
+
+void BringUpLoopback(const ChildPlan& plan) noexcept {
+  int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) FailErrno(plan, Step::kLoopback);
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof(ifr));
+  memcpy(ifr.ifr_name, "lo", 3);
+  if (ioctl(sock, SIOCGIFFLAGS, &ifr) != 0) FailErrno(plan, Step::kLoopback);
+  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+  if (ioctl(sock, SIOCSIFFLAGS, &ifr) != 0) FailErrno(plan, Step::kLoopback);
+  close(sock);
+}
+
+void SetUpStdio(const ChildPlan& plan) noexcept {
+  // First move every source above 2, so that a source that is itself 0, 1
+  // or 2 cannot be overwritten by an earlier dup2. The copies are CLOEXEC.
+  int moved[3];
+  for (int i = 0; i < 3; ++i) {
+    moved[i] = fcntl(plan.stdio[i], F_DUPFD_CLOEXEC, 3);
+    if (moved[i] < 0) FailErrno(plan, Step::kStdio, i);
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (dup2(moved[i], i) < 0) FailErrno(plan, Step::kStdio, i);
+  }
+}
+
+void SetCredentials(const ChildPlan& plan) noexcept {
+  if (plan.set_groups && sys::Setgroups(plan.groups_count, plan.groups) != 0) {
+    FailErrno(plan, Step::kSetgroups);
+  }
+  if (plan.set_gid && sys::Setresgid(plan.gid, plan.gid, plan.gid) != 0) {
+    FailErrno(plan, Step::kSetresgid);
+  }
+  if (plan.set_uid && sys::Setresuid(plan.uid, plan.uid, plan.uid) != 0) {
+    FailErrno(plan, Step::kSetresuid);
+  }
+}
+
+void RunPreExecSteps(const ChildPlan& plan, bool before_credentials) noexcept {
+  for (size_t i = 0; i < plan.pre_exec_count; ++i) {
+    const PreExecStep& step = plan.pre_exec[i];
+    if (step.before_credentials != before_credentials) continue;
+    int error = step.fn(step.arg);
+    if (error != 0) {
+      Fail(plan, Step::kPreExec, static_cast<int>(i),
+           error < 0 ? -error : error);
+    }
+  }
+}
+
+// Closes (cell init) or marks close-on-exec (exec) every descriptor but
+// 0/1/2 and the sync socket. Done before the pre-exec steps, so that a
+// seccomp profile they load need not allow close_range or prctl.
+void CloseInheritedFds(const ChildPlan& plan) noexcept {
+  if (!plan.cell_init) {
+    // Descriptors the daemon opened without O_CLOEXEC must not leak into a
+    // sandbox either. The sync socket is already CLOEXEC.
+    if (sys::CloseRange(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+      FailErrno(plan, Step::kCloseFds);
+    }
+    return;
+  }
+  // The init never execs, so it would otherwise hold every descriptor the
+  // daemon had open at clone time (listening sockets, the database, other
+  // children's sync sockets) for the life of the cell.
+  const unsigned int sync = static_cast<unsigned int>(plan.sync_fd);
+  if (sync > 3 && sys::CloseRange(3, sync - 1, 0) != 0) {
+    FailErrno(plan, Step::kCloseFds);
+  }
+  if (sys::CloseRange(sync + 1, ~0U, 0) != 0) FailErrno(plan, Step::kCloseFds);
+}
+
+}  // namespace
+
+void RunChild(const ChildPlan& plan) noexcept {
+  ResetSignalDispositions();
+  if (plan.wait_for_maps) WaitForMaps(plan);
+  JoinNamespaces(plan);
+  if (plan.clone_into_joined_pidns) CloneIntoJoinedPidNamespace(plan);
+  JoinCgroups(plan);
+  SetUpMounts(plan);
+  if (plan.hostname != nullptr &&
+      sethostname(plan.hostname, plan.hostname_len) != 0) {
+    FailErrno(plan, Step::kSethostname);
+  }
+  if (plan.loopback_up) BringUpLoopback(plan);
+  if (plan.new_session && setsid() < 0) FailErrno(plan, Step::kSetsid);
+  SetUpStdio(plan);
+  RunPreExecSteps(plan, /*before_credentials=*/true);
+  SetCredentials(plan);
+  if (chdir(plan.cwd) != 0) FailErrno(plan, Step::kChdir);
+  if (plan.cell_init && prctl(PR_SET_NAME, kCellInitName, 0, 0, 0) != 0) {
+    FailErrno(plan, Step::kSetName);
+  }
+  CloseInheritedFds(plan);
+  RunPreExecSteps(plan, /*before_credentials=*/false);
+
+  if (plan.cell_init) {
+    // EOF on the sync socket tells the parent the init is running.
+    close(plan.sync_fd);
+    RunCellInit();
+  }
+  // The parent blocked every signal around clone3; the program starts with
+  // none blocked.
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  execve(plan.path, plan.argv, plan.envp);
+  FailErrno(plan, Step::kExecve);
+}
+
+}  // namespace mycel::spawn_internal

@@ -1,0 +1,130 @@
+// The code that runs in a freshly cloned child between clone3 and execve.
+//
+// Everything here is async-signal-safe: the child of a multi-threaded
+// process may find any lock (malloc's, stdio's, glibc's thread list) held
+// forever by a thread that does not exist in it. So the plan below holds
+// only plain values and pointers into memory the parent prepared before the
+// clone, and the child makes system calls and nothing else.
+#ifndef MYCEL_RUNTIME_SPAWN_INTERNAL_CHILD_SETUP_H_
+#define MYCEL_RUNTIME_SPAWN_INTERNAL_CHILD_SETUP_H_
+
+#include <sched.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/spawn/spawn.h"
+
+namespace mycel::spawn_internal {
+
+// Which step of the child failed. The parent turns it into a message with
+// the request's values ("chdir(/nope)"), so the child never formats text.
+enum class Step : int32_t {
+  kUserNsSync = 1,  // waiting for the parent to write the uid/gid maps
+  kSetns,           // index: the CLONE_NEW* flag
+  kCloneJoined,     // the second clone, into a joined pid namespace
+  kSendPidfd,
+  kCgroupProcs,  // index: position in cgroup_procs_fds
+  kUnshareCgroup,
+  kMountPrivate,
+  kBindRootfs,
+  kMountProc,
+  kEnterRootfs,
+  kPivotRoot,
+  kDetachOldRoot,
+  kEnterNewRoot,
+  kRemountReadonly,
+  kSethostname,
+  kLoopback,
+  kSetsid,
+  kStdio,  // index: 0, 1 or 2
+  kSetgroups,
+  kSetresgid,
+  kSetresuid,
+  kChdir,
+  kPreExec,  // index: position in pre_exec
+  kCloseFds,
+  kSetName,
+  kExecve,
+};
+
+// One datagram on the sync socket, child → parent.
+struct Report {
+  enum Kind : int32_t { kError = 1, kJoinedChild = 2 };
+  int32_t kind = 0;
+  int32_t step = 0;
+  int32_t index = 0;
+  int32_t error = 0;  // errno
+  int64_t pid = 0;    // kJoinedChild: its pid; its pidfd rides as SCM_RIGHTS
+};
+
+// The byte the parent sends once the uid/gid maps are written.
+inline constexpr char kMapsWritten = 'M';
+
+// Namespaces in the order they are joined: user first, because it grants
+// the capabilities needed to join the others when they belong to it; mount
+// last, because it changes the root and cwd under the other steps.
+inline constexpr struct {
+  int flag;
+  const char* name;
+} kNamespaceOrder[] = {
+    {CLONE_NEWUSER, "user"}, {CLONE_NEWCGROUP, "cgroup"}, {CLONE_NEWIPC, "ipc"},
+    {CLONE_NEWUTS, "uts"},   {CLONE_NEWNET, "net"},       {CLONE_NEWPID, "pid"},
+    {CLONE_NEWNS, "mnt"},
+};
+
+// Everything the child needs, prepared by the parent. Pointers refer to the
+// parent's memory (the request and local arrays), which the child sees as
+// its own copy.
+struct ChildPlan {
+  int sync_fd = -1;  // child end of the socketpair (CLOEXEC)
+  bool wait_for_maps = false;
+
+  int join_pidfd = -1;
+  int join_namespaces = 0;
+  bool clone_into_joined_pidns = false;
+
+  const int* cgroup_procs_fds = nullptr;
+  size_t cgroup_procs_count = 0;
+  bool unshare_cgroup = false;
+
+  bool setup_mounts = false;          // CLONE_NEWNS is new
+  const char* rootfs = nullptr;       // nullptr: no pivot
+  const char* rootfs_proc = nullptr;  // <rootfs>/proc
+  bool mount_proc = false;            // on /proc, without rootfs
+  bool readonly_rootfs = false;
+
+  const char* hostname = nullptr;  // nullptr: unchanged
+  size_t hostname_len = 0;
+  bool loopback_up = false;
+  bool new_session = true;
+
+  int stdio[3] = {-1, -1, -1};  // all valid: /dev/null substituted
+
+  bool set_groups = false;
+  const gid_t* groups = nullptr;
+  size_t groups_count = 0;
+  bool set_gid = false;
+  gid_t gid = 0;
+  bool set_uid = false;
+  uid_t uid = 0;
+
+  const char* cwd = "/";
+  const PreExecStep* pre_exec = nullptr;
+  size_t pre_exec_count = 0;
+
+  bool cell_init = false;
+  const char* path = nullptr;
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+};
+
+// Runs the steps of `plan` in the child and execs (or becomes the cell
+// init). Never returns: on failure it reports the step and errno on
+// plan.sync_fd and exits with 127.
+[[noreturn]] void RunChild(const ChildPlan& plan) noexcept;
+
+}  // namespace mycel::spawn_internal
+
+#endif  // MYCEL_RUNTIME_SPAWN_INTERNAL_CHILD_SETUP_H_

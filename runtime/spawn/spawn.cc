@@ -1,0 +1,489 @@
+#include "runtime/spawn/spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "runtime/spawn/internal/child_setup.h"
+#include "runtime/status.h"
+#include "runtime/syscalls.h"
+#include "runtime/unique_fd.h"
+
+namespace mycel {
+namespace {
+
+using spawn_internal::ChildPlan;
+using spawn_internal::Report;
+using spawn_internal::Step;
+
+constexpr int kAllNamespaces = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS |
+                               CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUSER |
+                               CLONE_NEWCGROUP;
+
+absl::string_view NamespaceName(int flag) {
+  for (const auto& ns : spawn_internal::kNamespaceOrder) {
+    if (ns.flag == flag) return ns.name;
+  }
+  return "?";
+}
+
+// "pid,mnt" for CLONE_NEWPID|CLONE_NEWNS.
+std::string NamespaceList(int flags) {
+  std::vector<absl::string_view> names;
+  for (const auto& ns : spawn_internal::kNamespaceOrder) {
+    if ((flags & ns.flag) != 0) names.push_back(ns.name);
+  }
+  return absl::StrJoin(names, ",");
+}
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+absl::Status Validate(const SpawnRequest& r) {
+  if (!r.cell_init) {
+    if (r.argv.empty()) return Invalid("argv", "empty");
+    if (r.argv[0].empty() || r.argv[0][0] != '/') {
+      return Invalid("argv[0]",
+                     absl::StrCat("\"", r.argv[0],
+                                  "\" is not an absolute path "
+                                  "(resolve it with ResolveCommand)"));
+    }
+  }
+  if ((r.new_namespaces & ~kAllNamespaces) != 0) {
+    return Invalid("new_namespaces",
+                   absl::StrFormat("unsupported flags %#x",
+                                   r.new_namespaces & ~kAllNamespaces));
+  }
+  if ((r.join_namespaces & ~kAllNamespaces) != 0) {
+    return Invalid("join_namespaces",
+                   absl::StrFormat("unsupported flags %#x",
+                                   r.join_namespaces & ~kAllNamespaces));
+  }
+  if (r.join_namespaces != 0 && r.join_pidfd < 0) {
+    return Invalid("join_pidfd", "required by join_namespaces");
+  }
+  if ((r.join_namespaces & r.new_namespaces) != 0) {
+    return Invalid("join_namespaces",
+                   "a namespace cannot be both new and joined");
+  }
+  const bool new_mnt = (r.new_namespaces & CLONE_NEWNS) != 0;
+  if (!r.rootfs.empty() && !new_mnt) {
+    return Invalid("rootfs", "requires CLONE_NEWNS in new_namespaces");
+  }
+  if (!r.rootfs.empty() && r.rootfs[0] != '/') {
+    return Invalid("rootfs", "must be an absolute path");
+  }
+  if (r.readonly_rootfs && !new_mnt) {
+    return Invalid("readonly_rootfs", "requires CLONE_NEWNS in new_namespaces");
+  }
+  if (r.mount_proc && !new_mnt) {
+    return Invalid("mount_proc", "requires CLONE_NEWNS in new_namespaces");
+  }
+  if (!r.hostname.empty()) {
+    if ((r.new_namespaces & CLONE_NEWUTS) == 0) {
+      return Invalid("hostname", "requires CLONE_NEWUTS in new_namespaces");
+    }
+    if (r.hostname.size() > HOST_NAME_MAX) {
+      return Invalid("hostname", "longer than 64 bytes");
+    }
+  }
+  if (r.loopback_up && (r.new_namespaces & CLONE_NEWNET) == 0) {
+    return Invalid("loopback_up", "requires CLONE_NEWNET in new_namespaces");
+  }
+  if ((!r.uid_map.empty() || !r.gid_map.empty()) &&
+      (r.new_namespaces & CLONE_NEWUSER) == 0) {
+    return Invalid("uid_map", "requires CLONE_NEWUSER in new_namespaces");
+  }
+  for (int fd : {r.stdin_fd, r.stdout_fd, r.stderr_fd}) {
+    if (fd < -1) return Invalid("stdio", absl::StrCat("bad fd ", fd));
+  }
+  for (size_t i = 0; i < r.pre_exec.size(); ++i) {
+    if (r.pre_exec[i].fn == nullptr || r.pre_exec[i].name == nullptr) {
+      return Invalid(absl::StrCat("pre_exec[", i, "]"), "name and fn required");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// What the failed step was, with the request's values: the child only sends
+// numbers.
+std::string DescribeStep(const SpawnRequest& r, const Report& report) {
+  const size_t index = static_cast<size_t>(report.index);
+  switch (static_cast<Step>(report.step)) {
+    case Step::kUserNsSync:
+      return "wait for uid/gid maps";
+    case Step::kSetns:
+      return absl::StrCat("setns(", NamespaceName(report.index), ")");
+    case Step::kCloneJoined:
+      return "clone3(into joined pid namespace)";
+    case Step::kSendPidfd:
+      return "send pidfd of the joined child";
+    case Step::kCgroupProcs:
+      if (r.cgroup_procs_fds.size() > 1) {
+        return absl::StrCat("write cgroup.procs[", index, "]");
+      }
+      return "write cgroup.procs";
+    case Step::kUnshareCgroup:
+      return "unshare(cgroup)";
+    case Step::kMountPrivate:
+      return "mount(/, MS_REC|MS_PRIVATE)";
+    case Step::kBindRootfs:
+      return absl::StrCat("mount(", r.rootfs, ", MS_BIND|MS_REC)");
+    case Step::kMountProc:
+      return absl::StrCat("mount(proc, ", r.rootfs, "/proc)");
+    case Step::kEnterRootfs:
+      return absl::StrCat("chdir(", r.rootfs, ")");
+    case Step::kPivotRoot:
+      return absl::StrCat("pivot_root(", r.rootfs, ")");
+    case Step::kDetachOldRoot:
+      return "umount2(old root, MNT_DETACH)";
+    case Step::kEnterNewRoot:
+      return "chdir(/ of the new root)";
+    case Step::kRemountReadonly:
+      return "remount / read-only";
+    case Step::kSethostname:
+      return absl::StrCat("sethostname(", r.hostname, ")");
+    case Step::kLoopback:
+      return "bring up lo";
+    case Step::kSetsid:
+      return "setsid";
+    case Step::kStdio: {
+      static constexpr const char* kNames[] = {"stdin", "stdout", "stderr"};
+      const int fds[] = {r.stdin_fd, r.stdout_fd, r.stderr_fd};
+      if (index > 2) break;
+      return absl::StrCat(
+          "dup2(",
+          fds[index] < 0 ? "/dev/null" : absl::StrCat("fd ", fds[index]), ", ",
+          kNames[index], ")");
+    }
+    case Step::kSetgroups:
+      return absl::StrCat("setgroups(",
+                          absl::StrJoin(r.supplementary_groups, ","), ")");
+    case Step::kSetresgid:
+      return absl::StrCat("setresgid(", r.gid.value_or(0), ")");
+    case Step::kSetresuid:
+      return absl::StrCat("setresuid(", r.uid.value_or(0), ")");
+    case Step::kChdir:
+      return absl::StrCat("chdir(", r.cwd.empty() ? "/" : r.cwd, ")");
+    case Step::kPreExec:
+      if (index < r.pre_exec.size()) return r.pre_exec[index].name;
+      break;
+    case Step::kCloseFds:
+      return "close_range";
+    case Step::kSetName:
+      return "prctl(PR_SET_NAME)";
+    case Step::kExecve:
+      return absl::StrCat("execve(", r.argv.empty() ? "" : r.argv[0], ")");
+  }
+  return absl::StrCat("child step ", report.step, "[", report.index, "]");
+}
+
+// Blocks every signal in the calling thread while alive. Around clone3 this
+// keeps the daemon's handlers from running in the child before it has reset
+// its signal dispositions (the child inherits the mask and clears it just
+// before exec).
+class ScopedBlockSignals final {
+ public:
+  ScopedBlockSignals() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved_);
+  }
+  ~ScopedBlockSignals() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  ScopedBlockSignals(const ScopedBlockSignals&) = delete;
+  ScopedBlockSignals& operator=(const ScopedBlockSignals&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+
+// Reaps a child that has exited or is about to; returns how it ended.
+absl::StatusOr<siginfo_t> Reap(int pidfd) {
+  for (;;) {
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    if (waitid(P_PIDFD, static_cast<id_t>(pidfd), &info, WEXITED) == 0) {
+      return info;
+    }
+    if (errno != EINTR) return PosixError("waitid(spawned child)", errno);
+  }
+}
+
+// For a child that will not be handed out: no process is left behind.
+void KillAndReap(const UniqueFd& pidfd) {
+  if (!pidfd) return;
+  sys::PidfdSendSignal(pidfd.get(), SIGKILL, nullptr, 0);
+  (void)Reap(pidfd.get());
+}
+
+absl::Status WriteProcFile(pid_t pid, absl::string_view name,
+                           absl::string_view data) {
+  std::string path = absl::StrCat("/proc/", pid, "/", name);
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) return PosixError(absl::StrCat("open ", path), errno);
+  // The kernel takes a map in exactly one write(2).
+  ssize_t n = write(fd.get(), data.data(), data.size());
+  if (n < 0) return PosixError(absl::StrCat("write ", path), errno);
+  if (static_cast<size_t>(n) != data.size()) {
+    return absl::InternalError(absl::StrCat("write ", path, ": short write"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteUserNamespaceMaps(pid_t pid, const SpawnRequest& r) {
+  if (r.supplementary_groups.empty()) {
+    RETURN_IF_ERROR(WriteProcFile(pid, "setgroups", "deny"));
+  }
+  if (!r.uid_map.empty())
+    RETURN_IF_ERROR(WriteProcFile(pid, "uid_map", r.uid_map));
+  if (!r.gid_map.empty())
+    RETURN_IF_ERROR(WriteProcFile(pid, "gid_map", r.gid_map));
+  return absl::OkStatus();
+}
+
+// What the child processes said on the sync socket until EOF.
+struct ChildReports {
+  std::optional<Report> error;  // the first error
+  pid_t joined_pid = -1;
+  UniqueFd joined_pidfd;
+};
+
+absl::StatusOr<ChildReports> ReadReports(const UniqueFd& sock) {
+  ChildReports out;
+  for (;;) {
+    Report report;
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {&report, sizeof(report)};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    ssize_t n = recvmsg(sock.get(), &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return PosixError("recvmsg(spawn sync socket)", errno);
+    }
+    if (n == 0) return out;  // every copy closed: exec'ed, exited or init
+    UniqueFd passed;
+    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
+         c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+          c->cmsg_len == CMSG_LEN(sizeof(int))) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+        passed.reset(fd);
+      }
+    }
+    if (static_cast<size_t>(n) != sizeof(report)) {
+      return absl::InternalError(
+          absl::StrCat("spawn sync socket: message of ", n, " bytes"));
+    }
+    if (report.kind == Report::kJoinedChild) {
+      out.joined_pid = static_cast<pid_t>(report.pid);
+      out.joined_pidfd = std::move(passed);
+    } else if (report.kind == Report::kError && !out.error) {
+      out.error = report;
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
+  RETURN_IF_ERROR(Validate(request));
+
+  // Everything the child touches is built here, before the clone.
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  if (!request.cell_init) {
+    argv.reserve(request.argv.size() + 1);
+    for (const std::string& arg : request.argv) {
+      argv.push_back(const_cast<char*>(arg.c_str()));
+    }
+    argv.push_back(nullptr);
+    envp.reserve(request.env.size() + 1);
+    for (const std::string& var : request.env) {
+      envp.push_back(const_cast<char*>(var.c_str()));
+    }
+    envp.push_back(nullptr);
+  }
+  const std::string rootfs_proc = absl::StrCat(request.rootfs, "/proc");
+
+  UniqueFd devnull;
+  if (request.stdin_fd < 0 || request.stdout_fd < 0 || request.stderr_fd < 0) {
+    devnull.reset(open("/dev/null", O_RDWR | O_CLOEXEC));
+    if (!devnull) return PosixError("open /dev/null", errno);
+  }
+
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return PosixError("socketpair(spawn sync socket)", errno);
+  }
+  UniqueFd parent_end(sv[0]);
+  UniqueFd child_end(sv[1]);
+  // A daemon started with 0/1/2 closed may get them here; the child's stdio
+  // dup2 would then overwrite its sync socket.
+  if (child_end.get() < 3) {
+    UniqueFd high(fcntl(child_end.get(), F_DUPFD_CLOEXEC, 3));
+    if (!high) return PosixError("dup spawn sync socket", errno);
+    child_end = std::move(high);
+  }
+
+  const bool new_user = (request.new_namespaces & CLONE_NEWUSER) != 0;
+  ChildPlan plan;
+  plan.sync_fd = child_end.get();
+  plan.wait_for_maps = new_user;
+  plan.join_pidfd = request.join_pidfd;
+  plan.join_namespaces = request.join_namespaces;
+  plan.clone_into_joined_pidns = (request.join_namespaces & CLONE_NEWPID) != 0;
+  plan.cgroup_procs_fds = request.cgroup_procs_fds.data();
+  plan.cgroup_procs_count = request.cgroup_procs_fds.size();
+  plan.unshare_cgroup = (request.new_namespaces & CLONE_NEWCGROUP) != 0;
+  plan.setup_mounts = (request.new_namespaces & CLONE_NEWNS) != 0;
+  if (!request.rootfs.empty()) {
+    plan.rootfs = request.rootfs.c_str();
+    plan.rootfs_proc = rootfs_proc.c_str();
+  }
+  plan.mount_proc = request.mount_proc;
+  plan.readonly_rootfs = request.readonly_rootfs;
+  if (!request.hostname.empty()) {
+    plan.hostname = request.hostname.c_str();
+    plan.hostname_len = request.hostname.size();
+  }
+  plan.loopback_up = request.loopback_up;
+  plan.new_session = request.new_session;
+  const int stdio[3] = {request.stdin_fd, request.stdout_fd, request.stderr_fd};
+  for (int i = 0; i < 3; ++i) {
+    plan.stdio[i] = stdio[i] >= 0 ? stdio[i] : devnull.get();
+  }
+  // In a new user namespace setgroups is denied unless groups were asked
+  // for (see SpawnRequest::uid_map), so it is only called then.
+  plan.set_groups = !request.supplementary_groups.empty() ||
+                    (!new_user && (request.uid || request.gid));
+  plan.groups = request.supplementary_groups.data();
+  plan.groups_count = request.supplementary_groups.size();
+  // Writing a map does not change the child's ids: it still runs as the
+  // daemon's (unmapped) uid. In a new user namespace with maps, it becomes
+  // the namespace's root unless the request names other ids.
+  plan.set_gid =
+      request.gid.has_value() || (new_user && !request.gid_map.empty());
+  plan.gid = request.gid.value_or(0);
+  plan.set_uid =
+      request.uid.has_value() || (new_user && !request.uid_map.empty());
+  plan.uid = request.uid.value_or(0);
+  plan.cwd = request.cwd.empty() ? "/" : request.cwd.c_str();
+  plan.pre_exec = request.pre_exec.data();
+  plan.pre_exec_count = request.pre_exec.size();
+  plan.cell_init = request.cell_init;
+  if (!request.cell_init) {
+    plan.path = argv[0];
+    plan.argv = argv.data();
+    plan.envp = envp.data();
+  }
+
+  int pidfd = -1;
+  struct clone_args args;
+  memset(&args, 0, sizeof(args));
+  // The cgroup namespace is unshared by the child after it joined its
+  // cgroups, so that the namespace is rooted there.
+  args.flags = CLONE_PIDFD | CLONE_CLEAR_SIGHAND |
+               static_cast<uint64_t>(request.new_namespaces & ~CLONE_NEWCGROUP);
+  args.pidfd = reinterpret_cast<uintptr_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  if (request.cgroup_dir_fd >= 0) {
+    args.flags |= CLONE_INTO_CGROUP;
+    args.cgroup = static_cast<uint64_t>(request.cgroup_dir_fd);
+  }
+  long pid;
+  {
+    ScopedBlockSignals blocked;
+    pid = sys::Clone3(&args, sizeof(args));
+    if (pid == 0) spawn_internal::RunChild(plan);
+  }
+  if (pid < 0) {
+    std::string what = "clone3";
+    const int created = request.new_namespaces & ~CLONE_NEWCGROUP;
+    if (created != 0) {
+      absl::StrAppend(&what, " new namespaces ", NamespaceList(created));
+    }
+    if (request.cgroup_dir_fd >= 0) {
+      absl::StrAppend(&what, " into cgroup fd ", request.cgroup_dir_fd);
+    }
+    return PosixError(what, errno);
+  }
+  UniqueFd first_pidfd(pidfd);
+  child_end.reset();  // from now on, EOF means every child copy is closed
+
+  if (plan.wait_for_maps) {
+    absl::Status maps =
+        WriteUserNamespaceMaps(static_cast<pid_t>(pid), request);
+    if (maps.ok() && send(parent_end.get(), &spawn_internal::kMapsWritten, 1,
+                          MSG_NOSIGNAL) != 1) {
+      maps = PosixError("send to spawned child", errno);
+    }
+    if (!maps.ok()) {
+      KillAndReap(first_pidfd);
+      return maps;
+    }
+  }
+
+  absl::StatusOr<ChildReports> reports = ReadReports(parent_end);
+  if (!reports.ok()) {
+    KillAndReap(first_pidfd);
+    return reports.status();
+  }
+  UniqueFd child_pidfd = std::move(first_pidfd);
+  pid_t child_pid = static_cast<pid_t>(pid);
+  if (plan.clone_into_joined_pidns) {
+    // The first child only joined and forked; it has exited or is exiting.
+    absl::StatusOr<siginfo_t> joiner = Reap(child_pidfd.get());
+    child_pidfd = std::move(reports->joined_pidfd);
+    child_pid = reports->joined_pid;
+    if (!joiner.ok()) {
+      KillAndReap(child_pidfd);
+      return joiner.status();
+    }
+    if (!reports->error && !child_pidfd) {
+      return absl::InternalError(absl::StrFormat(
+          "spawn: the process joining pid namespace of fd %d ended (code %d, "
+          "status %d) without passing on its child",
+          request.join_pidfd, joiner->si_code, joiner->si_status));
+    }
+  }
+  if (reports->error) {
+    // The failed child exits right after reporting; leave no zombie.
+    if (child_pidfd) (void)Reap(child_pidfd.get());
+    return PosixError(DescribeStep(request, *reports->error),
+                      reports->error->error);
+  }
+  absl::StatusOr<uint64_t> start_time = ProcessStartTime(child_pid);
+  if (!start_time.ok()) {
+    KillAndReap(child_pidfd);
+    return Annotate(start_time.status(),
+                    absl::StrCat("spawned pid ", child_pid));
+  }
+  return Child(std::move(child_pidfd), child_pid, *start_time);
+}
+
+}  // namespace mycel

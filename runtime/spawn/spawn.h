@@ -1,0 +1,133 @@
+// Spawn: the one place where myceld creates processes.
+//
+// myceld is a multi-threaded gRPC daemon, so a child is created with the raw
+// clone3 syscall (no glibc fork(): no atfork handlers run, no CLONE_VM) and,
+// between clone and exec, does only async-signal-safe work: everything it
+// needs (argv/envp arrays, paths, messages) is prepared by the parent before
+// the clone. Errors in the child before exec come back over a CLOEXEC
+// SOCK_SEQPACKET socketpair as {step, errno}; EOF means exec succeeded, so
+// Spawn() returns only after the exec happened or failed, as posix_spawn.
+#ifndef MYCEL_RUNTIME_SPAWN_SPAWN_H_
+#define MYCEL_RUNTIME_SPAWN_SPAWN_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/spawn/child.h"    // IWYU pragma: export
+#include "runtime/spawn/command.h"  // IWYU pragma: export
+
+namespace mycel {
+
+// A step run in the child after namespaces, mounts, cgroup join and uid/gid
+// changes, just before exec, in order. `fn` must be async-signal-safe (no
+// allocation, no locks, no libseccomp calls that allocate: build the filter
+// in the parent, load it here). It returns 0 or an errno value; `name`
+// prefixes the error ("capabilities", "seccomp"). `name` and `arg` must stay
+// valid until Spawn returns. Steps run with every signal blocked and every
+// descriptor but 0/1/2 already close-on-exec (closed for the cell init),
+// so a seccomp filter loaded by a step needs to allow only rt_sigprocmask
+// and execve after it (the cell init: see cell_init.h).
+struct PreExecStep {
+  const char* name;
+  int (*fn)(const void* arg) noexcept;
+  const void* arg;
+  // Run before the uid/gid change instead of after it: a step that needs
+  // the privileges the uid change drops (setting the capability bounding
+  // set for a non-root workload, for example).
+  bool before_credentials = false;
+};
+
+// What to run and the sandbox to run it in. Steps in the child, in order:
+//   [wait for uid/gid maps] → setns (join) → cgroup join (procs fds) →
+//   unshare(CLONE_NEWCGROUP) → mounts/rootfs/proc → hostname → loopback →
+//   setsid → stdio dup2 → pre_exec steps marked before_credentials →
+//   setgroups/setresgid/setresuid → chdir → close inherited fds → the
+//   other pre_exec steps → execve (or the cell init).
+// All signals stay blocked until just before execve.
+// Options that change a namespace (rootfs, mounts, hostname, loopback, maps)
+// require that namespace in `new_namespaces`, so that a typo can never
+// remount or rename the host; Spawn rejects them otherwise.
+struct SpawnRequest {
+  // argv[0] must be an absolute path (see ResolveCommand); it is also the
+  // path that is executed.
+  std::vector<std::string> argv;
+  // "K=V"; the child gets exactly this environment.
+  std::vector<std::string> env;
+  // "" → "/". Applied after the rootfs pivot, so it is a path inside it.
+  std::string cwd;
+  // setgroups/setresgid/setresuid, in that order. Supplementary groups are
+  // replaced (cleared when empty) whenever uid or gid is set, except in a
+  // new user namespace where setgroups is denied (see uid_map). In a new
+  // user namespace, uid and gid default to 0 (its root) when the matching
+  // map is given; ids are then those inside the namespace.
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  std::vector<gid_t> supplementary_groups;
+  // Parent fds dup2'ed onto 0/1/2; -1 → /dev/null. Every other descriptor
+  // is closed at exec, whether or not it was opened with O_CLOEXEC.
+  int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;
+  // CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWUTS|CLONE_NEWIPC|CLONE_NEWNET|
+  // CLONE_NEWUSER|CLONE_NEWCGROUP. All but CLONE_NEWCGROUP are created by
+  // clone3; the cgroup namespace is unshared after the cgroup join so that
+  // it is rooted at the cell's cgroup.
+  int new_namespaces = 0;
+  // Join the namespaces `join_namespaces` (CLONE_NEW* flags, disjoint from
+  // new_namespaces) of the process `join_pidfd` (setns with a pidfd, kernel
+  // >= 5.8). Joining a pid namespace takes a second clone (setns only moves
+  // future children): the child is then a child of the caller, so the
+  // caller still reaps it.
+  int join_pidfd = -1;
+  int join_namespaces = 0;
+  // Open cgroup.procs fds (v1: one per hierarchy); the child writes "0" to
+  // each, before anything else that matters.
+  std::vector<int> cgroup_procs_fds;
+  // cgroup v2 directory fd: the child is born in it (CLONE_INTO_CGROUP).
+  // May be combined with cgroup_procs_fds for the v1 hierarchies of a
+  // hybrid host.
+  int cgroup_dir_fd = -1;
+  // Mount namespace setup, only when CLONE_NEWNS is new: / is made private
+  // (MS_REC|MS_PRIVATE); then, if `rootfs` is set, it is bound onto itself,
+  // gets a fresh proc on <rootfs>/proc, becomes the root (pivot_root) and
+  // the old root is detached.
+  std::string rootfs;
+  // Remount the (new) root read-only (MS_BIND|MS_REMOUNT|MS_RDONLY).
+  bool readonly_rootfs = false;
+  // Without rootfs: mount a fresh proc on /proc (so that a new pid
+  // namespace sees its own pids). With rootfs, proc is always mounted.
+  bool mount_proc = false;
+  // sethostname, only when CLONE_NEWUTS is new.
+  std::string hostname;
+  // Bring "lo" up, only when CLONE_NEWNET is new.
+  bool loopback_up = false;
+  // Only when CLONE_NEWUSER is new: written by the parent to
+  // /proc/PID/{uid_map,gid_map} while the child waits. "deny" is written to
+  // /proc/PID/setgroups first (as unprivileged map writers must) unless
+  // supplementary_groups is not empty, in which case the parent needs
+  // CAP_SETGID in its own user namespace.
+  std::string uid_map, gid_map;
+  // setsid(): the child leads a new session and process group, so it is not
+  // hit by signals sent to the daemon's terminal or group.
+  bool new_session = true;
+  std::vector<PreExecStep> pre_exec;
+  // Instead of exec'ing argv, become the built-in cell init (see
+  // cell_init.h); argv is ignored. Spawn returns once the init runs.
+  bool cell_init = false;
+};
+
+// Starts a process as described by `request` and returns when it has
+// exec'ed (or, with cell_init, when the init loop runs). On failure no
+// process is left behind (the child is reaped) and the status names the
+// step: "chdir(/nope): No such file or directory (ENOENT)",
+// "setns(net): ...", "execve(/bin/x): ...", "<pre_exec name>: ...". Its code
+// follows the errno as in PosixError. INVALID_ARGUMENT names the field of a
+// malformed request. Thread-safe; blocks the calling thread until then (a
+// pre_exec step or a hung cwd can make that long).
+absl::StatusOr<Child> Spawn(const SpawnRequest& request);
+
+}  // namespace mycel
+
+#endif  // MYCEL_RUNTIME_SPAWN_SPAWN_H_

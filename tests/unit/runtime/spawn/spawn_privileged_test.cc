@@ -1,0 +1,498 @@
+// Spawn with privileges: credentials, namespaces, rootfs, cgroups and the
+// cell init. Runs as root; each test skips with the reason when the host
+// cannot do what it needs.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "runtime/fs.h"
+#include "runtime/spawn/cell_init.h"
+#include "runtime/spawn/spawn.h"
+#include "tests/testing/process.h"
+#include "tests/unit/runtime/spawn/spawn_test_util.h"
+
+namespace mycel {
+namespace {
+
+using spawn_test::ShellRequest;
+using spawn_test::SpawnAndWait;
+using spawn_test::UnreapedChildren;
+
+constexpr int kCellNamespaces =
+    CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC;
+
+// Every test here needs root (namespaces, cgroups, credentials). Without it
+// the whole binary reports itself skipped to ctest (exit 77), saying why.
+const bool kRunningAsRoot = [] {
+  if (geteuid() != 0) {
+    fprintf(stderr, "spawn_privileged_test: skipped: needs root\n");
+    std::exit(77);
+  }
+  return true;
+}();
+
+// Polls `done` for up to `timeout`.
+template <typename F>
+bool Eventually(F done, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+std::string ReadOr(const std::string& path) {
+  absl::StatusOr<std::string> data = ReadFile(path);
+  return data.ok() ? *data : "";
+}
+
+// The value of `key:` in /proc/PID/status.
+std::string StatusField(pid_t pid, absl::string_view key) {
+  for (absl::string_view line :
+       absl::StrSplit(ReadOr(absl::StrCat("/proc/", pid, "/status")), '\n')) {
+    if (absl::ConsumePrefix(&line, key) && absl::ConsumePrefix(&line, ":")) {
+      return std::string(absl::StripAsciiWhitespace(line));
+    }
+  }
+  return "";
+}
+
+TEST_CASE("uid and gid switch, and supplementary groups are replaced") {
+  SpawnRequest request = ShellRequest("id -u; id -g; id -G");
+  request.uid = 65534;
+  request.gid = 65534;
+  auto plain = SpawnAndWait(request);
+  REQUIRE(plain.ok());
+  CHECK(plain->status.code == 0);
+  CHECK(plain->out == "65534\n65534\n65534\n");
+
+  request.supplementary_groups = {100, 200};
+  auto grouped = SpawnAndWait(request);
+  REQUIRE(grouped.ok());
+  CHECK(grouped->out == "65534\n65534\n65534 100 200\n");
+}
+
+// A running cell: its init and a way to run executables inside it.
+class Cell final {
+ public:
+  absl::Status Start() {
+    SpawnRequest request;
+    request.cell_init = true;
+    request.new_namespaces = kCellNamespaces;
+    request.mount_proc = true;
+    request.hostname = "c1";
+    ASSIGN_OR_RETURN(Child init, Spawn(request));
+    init_.emplace(std::move(init));
+    return absl::OkStatus();
+  }
+  Child& init() { return *init_; }
+  SpawnRequest Exec(const std::string& script) {
+    SpawnRequest request = ShellRequest(script);
+    request.join_pidfd = init_->pidfd();
+    request.join_namespaces = kCellNamespaces;
+    return request;
+  }
+  ~Cell() {
+    if (init_ && !init_->TryWait().value_or(std::nullopt)) {
+      (void)init_->Signal(SIGKILL);
+      (void)init_->Wait();
+    }
+  }
+
+ private:
+  std::optional<Child> init_;
+};
+
+TEST_CASE("an executable joining a cell init sees it as PID 1 of the cell") {
+  Cell cell;
+  REQUIRE(cell.Start().ok());
+  CHECK(ReadOr(absl::StrCat("/proc/", cell.init().pid(), "/comm")) ==
+        absl::StrCat(kCellInitName, "\n"));
+  // The init keeps no descriptor of ours but stdio.
+  CHECK(StatusField(cell.init().pid(), "NSpid") ==
+        absl::StrCat(cell.init().pid(), "\t1"));
+
+  auto joined =
+      SpawnAndWait(cell.Exec("cat /proc/1/comm; echo $$; hostname; "
+                             "ls /proc/1/fd | wc -l; exit 7"));
+  REQUIRE(joined.ok());
+  // The exit status reaches us although the process lives in the cell's
+  // pid namespace.
+  CHECK(joined->status.exited);
+  CHECK(joined->status.code == 7);
+  std::vector<std::string> lines = absl::StrSplit(joined->out, '\n');
+  REQUIRE(lines.size() >= 4);
+  CHECK(lines[0] == kCellInitName);
+  CHECK(lines[1] != "1");
+  CHECK(lines[1] != "");
+  CHECK(lines[2] == "c1");
+  CHECK(lines[3] == "3");  // only 0, 1, 2
+  CHECK(joined->err.empty());
+  CHECK(UnreapedChildren() == absl::StrCat(cell.init().pid(), " "));
+}
+
+TEST_CASE("the cell init reaps orphans") {
+  Cell cell;
+  REQUIRE(cell.Start().ok());
+  const pid_t init = cell.init().pid();
+  const std::string children =
+      absl::StrCat("/proc/", init, "/task/", init, "/children");
+  // The shell exits at once; its background sleep is reparented to the
+  // init, which must reap it when it exits.
+  auto orphaning = SpawnAndWait(cell.Exec("sleep 1 & exit 0"));
+  REQUIRE(orphaning.ok());
+  CHECK(orphaning->status.code == 0);
+  std::string orphan = ReadOr(children);
+  CHECK_FALSE(orphan.empty());
+  CHECK(Eventually([&] { return ReadOr(children).empty(); },
+                   std::chrono::seconds(5)));
+  // Reaped, not a zombie: the pid is gone from /proc.
+  std::string pid(absl::StripAsciiWhitespace(orphan));
+  if (!pid.empty()) {
+    CHECK(access(absl::StrCat("/proc/", pid).c_str(), F_OK) != 0);
+  }
+  // The init is still running.
+  auto status = cell.init().TryWait();
+  REQUIRE(status.ok());
+  CHECK_FALSE(status->has_value());
+}
+
+TEST_CASE("SIGTERM to the cell init ends the cell") {
+  Cell cell;
+  REQUIRE(cell.Start().ok());
+  auto polite = Spawn(cell.Exec("exec sleep 100"));
+  REQUIRE(polite.ok());
+  // Ignores SIGTERM (the exec keeps the ignored disposition): only the
+  // kernel's SIGKILL, when the init exits, can end it.
+  auto stubborn = Spawn(cell.Exec("trap '' TERM; exec sleep 100"));
+  REQUIRE(stubborn.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+
+  auto start = std::chrono::steady_clock::now();
+  REQUIRE(cell.init().Signal(SIGTERM).ok());
+  auto polite_status = polite->Wait();
+  REQUIRE(polite_status.ok());
+  CHECK(polite_status->signaled);
+  CHECK(polite_status->signal == SIGTERM);
+  // Executables are the daemon's children: reap them before the init, whose
+  // exit completes only once they are gone.
+  auto stubborn_status = stubborn->Wait();
+  REQUIRE(stubborn_status.ok());
+  CHECK(stubborn_status->signaled);
+  CHECK(stubborn_status->signal == SIGKILL);
+  auto init_status = cell.init().Wait();
+  REQUIRE(init_status.ok());
+  CHECK(init_status->exited);
+  CHECK(init_status->code == 0);
+  auto waited = std::chrono::steady_clock::now() - start;
+  CHECK(waited >= std::chrono::milliseconds(kCellInitStopGraceMs - 100));
+  CHECK(waited < std::chrono::milliseconds(kCellInitStopGraceMs + 3000));
+}
+
+// A field of /proc/PID/smaps_rollup, in kB; -1 if unreadable.
+long SmapsKb(pid_t pid, absl::string_view key) {
+  for (absl::string_view line : absl::StrSplit(
+           ReadOr(absl::StrCat("/proc/", pid, "/smaps_rollup")), '\n')) {
+    if (!absl::ConsumePrefix(&line, key) || !absl::ConsumePrefix(&line, ":")) {
+      continue;
+    }
+    line = absl::StripAsciiWhitespace(line);
+    absl::ConsumeSuffix(&line, " kB");
+    long kb = -1;
+    return absl::SimpleAtoi(line, &kb) ? kb : -1;
+  }
+  return -1;
+}
+
+TEST_CASE("the cell init keeps no copy of the daemon's memory") {
+  constexpr size_t kHeap = 32 << 20;
+  std::vector<char> heap(kHeap, 1);
+  Cell cell;
+  // From another thread, whose TLS lives in its stack mapping: the init
+  // must keep that mapping and drop the rest.
+  absl::Status started;
+  std::thread([&] { started = cell.Start(); }).join();
+  REQUIRE(started.ok());
+  const pid_t init = cell.init().pid();
+  CHECK(Eventually([&] { return SmapsKb(init, "Rss") < 8 * 1024; },
+                   std::chrono::seconds(5)));
+  // The daemon goes on writing its memory; none of it is copied for the
+  // init.
+  for (size_t i = 0; i < kHeap; i += 4096) heap[i] = 2;
+  CHECK(SmapsKb(init, "Private_Dirty") >= 0);
+  CHECK(SmapsKb(init, "Private_Dirty") < 4 * 1024);
+  // And it still works.
+  auto joined = SpawnAndWait(cell.Exec("cat /proc/1/comm"));
+  REQUIRE(joined.ok());
+  CHECK(joined->out == absl::StrCat(kCellInitName, "\n"));
+  REQUIRE(cell.init().Signal(SIGTERM).ok());
+  auto status = cell.init().Wait();
+  REQUIRE(status.ok());
+  CHECK(status->exited);
+  CHECK(status->code == 0);
+  CHECK(heap[kHeap - 4096] == 2);
+}
+
+TEST_CASE("joining without the pid namespace needs no second clone") {
+  Cell cell;
+  REQUIRE(cell.Start().ok());
+  SpawnRequest request = cell.Exec("cat /proc/sys/kernel/hostname");
+  request.join_namespaces = CLONE_NEWUTS;
+  auto joined = SpawnAndWait(request);
+  REQUIRE(joined.ok());
+  CHECK(joined->out == "c1\n");
+}
+
+TEST_CASE("errors of the joining process and of its child name the step") {
+  Cell cell;
+  REQUIRE(cell.Start().ok());
+  // The init shares our user namespace, which cannot be re-entered: fails
+  // in the first child, before the second clone.
+  SpawnRequest request = cell.Exec("true");
+  request.join_namespaces = kCellNamespaces | CLONE_NEWUSER;
+  auto first = Spawn(request);
+  REQUIRE_FALSE(first.ok());
+  CHECK(first.status().message() == "setns(user): Invalid argument (EINVAL)");
+  const std::string only_init = absl::StrCat(cell.init().pid(), " ");
+  CHECK(UnreapedChildren() == only_init);
+  // Fails in the second child, inside the cell's pid namespace.
+  request = cell.Exec("true");
+  request.cwd = "/nope";
+  auto second = Spawn(request);
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.status().code() == absl::StatusCode::kNotFound);
+  CHECK(second.status().message() ==
+        "chdir(/nope): No such file or directory (ENOENT)");
+  CHECK(UnreapedChildren() == only_init);
+}
+
+TEST_CASE("a new network namespace has only lo, up when asked") {
+  if (access("/bin/busybox", X_OK) != 0) {
+    MESSAGE("skipped: /bin/busybox (busybox-static) is not installed");
+    return;
+  }
+  SpawnRequest request = ShellRequest(
+      "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; "
+      "/bin/busybox ip -o link show lo");
+  request.new_namespaces = CLONE_NEWNET;
+  request.loopback_up = true;
+  auto up = SpawnAndWait(request);
+  REQUIRE(up.ok());
+  CHECK(up->status.code == 0);
+  std::vector<std::string> lines =
+      absl::StrSplit(up->out, '\n', absl::SkipEmpty());
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == "lo");
+  CHECK(absl::StrContains(lines[1], "<LOOPBACK,UP,LOWER_UP>"));
+
+  request.loopback_up = false;
+  auto down = SpawnAndWait(request);
+  REQUIRE(down.ok());
+  CHECK(absl::StrContains(down->out, "<LOOPBACK>"));
+}
+
+// A rootfs with a static busybox and a few applets.
+std::string MakeBusyboxRoot(const testing::TempDir& dir) {
+  const std::string root = dir.Sub("root");
+  REQUIRE(MakeDirs(root + "/bin", 0755).ok());
+  REQUIRE(MakeDirs(root + "/proc", 0555).ok());
+  auto busybox = ReadFile("/bin/busybox");
+  REQUIRE(busybox.ok());
+  REQUIRE(WriteFile(root + "/bin/busybox", *busybox, 0755).ok());
+  for (const char* applet : {"sh", "ls", "touch", "cat"}) {
+    REQUIRE(symlink("busybox", absl::StrCat(root, "/bin/", applet).c_str()) ==
+            0);
+  }
+  return root;
+}
+
+TEST_CASE("rootfs: pivot into it, read-only when asked") {
+  if (access("/bin/busybox", X_OK) != 0) {
+    MESSAGE("skipped: /bin/busybox (busybox-static) is not installed");
+    return;
+  }
+  testing::TempDir dir;
+  const std::string root = MakeBusyboxRoot(dir);
+  const std::string mounts_before = ReadOr("/proc/self/mountinfo");
+
+  SpawnRequest request;
+  request.argv = {"/bin/sh", "-c", "ls /; cat /proc/1/comm; touch /x"};
+  request.env = {"PATH=/bin"};
+  request.new_namespaces = CLONE_NEWNS | CLONE_NEWPID;
+  request.rootfs = root;
+  auto writable = SpawnAndWait(request);
+  REQUIRE(writable.ok());
+  CHECK(writable->status.code == 0);
+  CHECK(writable->out == "bin\nproc\nsh\n");
+  CHECK(writable->err.empty());
+  CHECK(access((root + "/x").c_str(), F_OK) == 0);
+  REQUIRE(unlink((root + "/x").c_str()) == 0);
+
+  request.readonly_rootfs = true;
+  auto readonly = SpawnAndWait(request);
+  REQUIRE(readonly.ok());
+  CHECK(readonly->status.exited);
+  CHECK(readonly->status.code != 0);
+  CHECK(absl::StrContains(readonly->err, "Read-only file system"));
+  CHECK(access((root + "/x").c_str(), F_OK) != 0);
+
+  // Nothing propagated back to the host's mount table.
+  CHECK(ReadOr("/proc/self/mountinfo") == mounts_before);
+
+  request.rootfs = dir.Sub("missing");
+  auto missing = Spawn(request);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message() ==
+        absl::StrCat("mount(", dir.Sub("missing"),
+                     ", MS_BIND|MS_REC): No such file or directory (ENOENT)"));
+}
+
+TEST_CASE("mount_proc without rootfs shows the new pid namespace") {
+  SpawnRequest request = ShellRequest("echo $$; ls /proc | grep -c '^[0-9]'");
+  request.new_namespaces = CLONE_NEWNS | CLONE_NEWPID;
+  request.mount_proc = true;
+  auto result = SpawnAndWait(request);
+  REQUIRE(result.ok());
+  std::vector<std::string> lines = absl::StrSplit(result->out, '\n');
+  REQUIRE(lines.size() >= 2);
+  CHECK(lines[0] == "1");
+  // sh, ls and grep at most; the host has many more.
+  CHECK(std::stoi(lines[1]) <= 3);
+}
+
+TEST_CASE("user namespace: root inside, the mapped uid outside") {
+  SpawnRequest request = ShellRequest("id -u; id -g; exec sleep 30");
+  request.new_namespaces = CLONE_NEWUSER;
+  request.uid_map = "0 100000 65536";
+  request.gid_map = "0 100000 65536";
+  spawn_test::Capture out;
+  request.stdout_fd = out.fd();
+  auto child = Spawn(request);
+  REQUIRE(child.ok());
+  CHECK(Eventually([&] { return out.Read() == "0\n0\n"; },
+                   std::chrono::seconds(5)));
+  CHECK(StatusField(child->pid(), "Uid") == "100000\t100000\t100000\t100000");
+  CHECK(StatusField(child->pid(), "Gid") == "100000\t100000\t100000\t100000");
+  CHECK(ReadOr(absl::StrCat("/proc/", child->pid(), "/setgroups")) == "deny\n");
+  REQUIRE(child->Signal(SIGKILL).ok());
+  REQUIRE(child->Wait().ok());
+
+  request.uid_map = "garbage";
+  request.stdout_fd = -1;
+  auto bad = Spawn(request);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(absl::StartsWith(bad.status().message(), "write /proc/"));
+  CHECK(absl::StrContains(bad.status().message(), "/uid_map: "));
+  CHECK(UnreapedChildren().empty());
+}
+
+// A cgroup made by hand for a test, removed afterwards.
+class TestCgroup final {
+ public:
+  explicit TestCgroup(std::string path) : path_(std::move(path)) {
+    ok_ = mkdir(path_.c_str(), 0755) == 0;
+  }
+  ~TestCgroup() {
+    if (ok_) rmdir(path_.c_str());
+  }
+  bool ok() const { return ok_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool ok_ = false;
+};
+
+TEST_CASE("cgroup v1: the child joins through cgroup.procs fds") {
+  struct statfs fs;
+  if (statfs("/sys/fs/cgroup/pids", &fs) != 0 ||
+      fs.f_type != CGROUP_SUPER_MAGIC) {
+    MESSAGE("skipped: no cgroup v1 pids hierarchy at /sys/fs/cgroup/pids");
+    return;
+  }
+  const std::string name = absl::StrCat("mycel-spawn-test-", getpid());
+  TestCgroup cgroup(absl::StrCat("/sys/fs/cgroup/pids/", name));
+  REQUIRE(cgroup.ok());
+  UniqueFd procs(
+      open((cgroup.path() + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  REQUIRE(procs.valid());
+
+  SpawnRequest request = ShellRequest("grep ':pids:' /proc/self/cgroup");
+  request.cgroup_procs_fds = {procs.get()};
+  auto joined = SpawnAndWait(request);
+  REQUIRE(joined.ok());
+  CHECK(absl::EndsWith(joined->out, absl::StrCat(":pids:/", name, "\n")));
+
+  // A cgroup namespace is unshared after the join: rooted at the cell.
+  request.new_namespaces = CLONE_NEWCGROUP;
+  auto rooted = SpawnAndWait(request);
+  REQUIRE(rooted.ok());
+  CHECK(absl::EndsWith(rooted->out, ":pids:/\n"));
+
+  // A procs fd that cannot take the write.
+  UniqueFd readonly(
+      open((cgroup.path() + "/cgroup.procs").c_str(), O_RDONLY | O_CLOEXEC));
+  request.cgroup_procs_fds = {readonly.get()};
+  auto bad = Spawn(request);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(absl::StartsWith(bad.status().message(), "write cgroup.procs: "));
+}
+
+TEST_CASE("cgroup v2: the child is born in the cgroup (CLONE_INTO_CGROUP)") {
+  std::string base;
+  for (const char* candidate : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
+    struct statfs fs;
+    if (statfs(candidate, &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC) {
+      base = candidate;
+      break;
+    }
+  }
+  if (base.empty()) {
+    MESSAGE("skipped: no cgroup2 hierarchy mounted");
+    return;
+  }
+  const std::string name = absl::StrCat("mycel-spawn-test-", getpid());
+  TestCgroup cgroup(absl::StrCat(base, "/", name));
+  REQUIRE(cgroup.ok());
+  UniqueFd dir(open(cgroup.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  REQUIRE(dir.valid());
+  SpawnRequest request = ShellRequest("grep '^0::' /proc/self/cgroup");
+  request.cgroup_dir_fd = dir.get();
+  auto born = SpawnAndWait(request);
+  REQUIRE(born.ok());
+  // The pid is the cgroup's own, so it is in no ancestor's relative path.
+  CHECK(absl::EndsWith(born->out, absl::StrCat("/", name, "\n")));
+}
+
+TEST_CASE("hostname in a new UTS namespace leaves the host's alone") {
+  const std::string host = ReadOr("/proc/sys/kernel/hostname");
+  SpawnRequest request = ShellRequest("cat /proc/sys/kernel/hostname");
+  request.new_namespaces = CLONE_NEWUTS;
+  request.hostname = "cell-host";
+  auto result = SpawnAndWait(request);
+  REQUIRE(result.ok());
+  CHECK(result->out == "cell-host\n");
+  CHECK(ReadOr("/proc/sys/kernel/hostname") == host);
+}
+
+}  // namespace
+}  // namespace mycel
