@@ -76,7 +76,15 @@ int Info(Context& ctx, const std::vector<std::string>& args) {
       {"USER NAMESPACES", Yes(f.user_namespaces())},
       {"STATE DIR", info.state_dir()},
       {"SCHEMA", absl::StrCat(info.schema_version())},
+      {"INIT ROLE", info.init_role()},
+      {"START TO READY",
+       absl::StrFormat("%.1f ms", info.start_to_ready().seconds() * 1e3 +
+                                      info.start_to_ready().nanos() / 1e6)},
+      {"ORPHANS REAPED", absl::StrCat(info.orphans_reaped())},
   });
+  if (!info.safe_mode().empty()) {
+    printf("SAFE MODE: %s\n", info.safe_mode().c_str());
+  }
   return kExitOk;
 }
 

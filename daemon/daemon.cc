@@ -20,13 +20,14 @@
 #include "runtime/status.h"
 
 namespace mycel {
-namespace {
 
 absl::Duration BootClockNow() {
   struct timespec ts;
   clock_gettime(CLOCK_BOOTTIME, &ts);
   return absl::DurationFromTimespec(ts);
 }
+
+namespace {
 
 // Field 22 of /proc/self/stat: when the kernel started this process, in
 // clock ticks since boot.
@@ -68,12 +69,18 @@ std::vector<SignalMeaning> StopSignals() {
 
 }  // namespace
 
-Daemon::Daemon(mycel::v1::DaemonConfig config, InitRole role)
+Daemon::Daemon(mycel::v1::DaemonConfig config, InitRole role,
+               absl::Duration main_entered)
     : config_(std::move(config)),
       role_(role),
       started_(absl::Now()),
-      boot_to_start_(ProcessStartSinceBoot()),
+      // The kernel creates PID 1 long before it execs /init, and /proc may
+      // not be mounted yet: as a machine's init, the process "starts" when
+      // main() is entered.
+      boot_to_start_(role == InitRole::kMachine ? main_entered
+                                                : ProcessStartSinceBoot()),
       signals_(io_) {
+  if (boot_to_start_ == absl::ZeroDuration()) boot_to_start_ = main_entered;
   // Register the handlers before anything can fail, so that as PID 1 a
   // poweroff request is honoured even in safe mode.
   signals_.add(SIGCHLD);

@@ -23,11 +23,16 @@
 
 namespace mycel {
 
+// CLOCK_BOOTTIME now: time since the kernel booted, suspend included.
+absl::Duration BootClockNow();
+
 // Not thread-safe: Start(), Run() and the signal handlers run on the main
 // thread. RPC handlers reach it through io_.post().
 class Daemon {
  public:
-  Daemon(mycel::v1::DaemonConfig config, InitRole role);
+  // `main_entered` is CLOCK_BOOTTIME when main() began.
+  Daemon(mycel::v1::DaemonConfig config, InitRole role,
+         absl::Duration main_entered);
   ~Daemon();
 
   // Prepares the state directory and socket, opens the store and starts

@@ -39,6 +39,7 @@ void UseKernelLog() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const absl::Duration main_entered = mycel::BootClockNow();
   // gRPC threads would each get a malloc arena; a node agent's allocation
   // rate does not need them, and each costs resident memory.
   mallopt(M_ARENA_MAX, 2);
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
   }
   mycel::log::SetLevel(*mycel::log::ParseLevel(flags->config.log_level()));
 
-  mycel::Daemon daemon(flags->config, role);
+  mycel::Daemon daemon(flags->config, role, main_entered);
   absl::Status s = daemon.Start();
   if (!s.ok()) {
     mycel::log::Error("startup failed",

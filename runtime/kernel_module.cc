@@ -31,7 +31,8 @@ std::string ModuleParamsFromCmdline(absl::string_view cmdline,
        absl::StrSplit(cmdline, absl::ByAnyChar(" \t\n"), absl::SkipEmpty())) {
     size_t dot = word.find('.');
     size_t eq = word.find('=');
-    if (dot == absl::string_view::npos || (eq != absl::string_view::npos && eq < dot)) {
+    if (dot == absl::string_view::npos ||
+        (eq != absl::string_view::npos && eq < dot)) {
       continue;
     }
     if (NormalizeModuleName(word.substr(0, dot + 1)) != want) continue;

@@ -84,10 +84,11 @@ absl::Status MountAll(const std::string& root,
     // Re-read each time: mounting /proc makes mountinfo readable at all.
     if (CurrentMountPoints().count(target) != 0) continue;
     absl::Status s = MakeDirs(target, 0755);
-    if (s.ok() && mount(spec.source.c_str(), target.c_str(), spec.fstype.c_str(),
-                        spec.flags, spec.data.empty() ? nullptr
-                                                      : spec.data.c_str()) != 0) {
-      s = PosixError(absl::StrCat("mount ", spec.fstype, " on ", target), errno);
+    if (s.ok() && mount(spec.source.c_str(), target.c_str(),
+                        spec.fstype.c_str(), spec.flags,
+                        spec.data.empty() ? nullptr : spec.data.c_str()) != 0) {
+      s = PosixError(absl::StrCat("mount ", spec.fstype, " on ", target),
+                     errno);
     }
     if (s.ok()) continue;
     if (spec.required) return s;
@@ -96,7 +97,8 @@ absl::Status MountAll(const std::string& root,
   return absl::OkStatus();
 }
 
-int UnmountAllBelow(const std::string& root, std::vector<std::string>* warnings) {
+int UnmountAllBelow(const std::string& root,
+                    std::vector<std::string>* warnings) {
   absl::StatusOr<std::string> text = ReadFile("/proc/self/mountinfo");
   if (!text.ok()) {
     warnings->push_back(std::string(text.status().message()));
@@ -115,9 +117,11 @@ int UnmountAllBelow(const std::string& root, std::vector<std::string>* warnings)
     }
     int err = errno;
     if (err == EINVAL || err == ENOENT) continue;  // already gone
-    if (mount(nullptr, mp.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
+    if (mount(nullptr, mp.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) !=
+        0) {
       warnings->push_back(std::string(
-          PosixError(absl::StrCat("umount and remount-ro ", mp), err).message()));
+          PosixError(absl::StrCat("umount and remount-ro ", mp), err)
+              .message()));
     }
   }
   return count;

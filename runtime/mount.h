@@ -39,13 +39,15 @@ std::vector<MountInfo> ParseMountInfo(absl::string_view text);
 // a mount point, creating target directories. Returns what it mounted and
 // what it skipped (already there) through `log` lines; a failure of a
 // required mount is returned, other failures are collected in `warnings`.
-absl::Status MountAll(const std::string& root, const std::vector<MountSpec>& specs,
+absl::Status MountAll(const std::string& root,
+                      const std::vector<MountSpec>& specs,
                       std::vector<std::string>* warnings);
 
 // Unmounts everything below `root` except `root` itself, deepest first.
 // Mounts that refuse (EBUSY) are remounted read-only instead. Failures are
 // reported in `warnings`; the return value counts the mounts unmounted.
-int UnmountAllBelow(const std::string& root, std::vector<std::string>* warnings);
+int UnmountAllBelow(const std::string& root,
+                    std::vector<std::string>* warnings);
 
 }  // namespace mycel
 

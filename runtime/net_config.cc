@@ -109,8 +109,9 @@ absl::Status ConfigureInterface(const std::string& ifname,
   std::string dev = ifname;
   route.rt_dev = dev.data();
   if (ioctl(fd.get(), SIOCADDRT, &route) != 0 && errno != EEXIST) {
-    return PosixError(absl::StrCat("SIOCADDRT default via ", gateway, " dev ", ifname),
-                      errno);
+    return PosixError(
+        absl::StrCat("SIOCADDRT default via ", gateway, " dev ", ifname),
+        errno);
   }
   return absl::OkStatus();
 }

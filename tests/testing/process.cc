@@ -1,10 +1,12 @@
 #include "tests/testing/process.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -83,11 +85,27 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
-  // Unmount anything a test left mounted below, then remove.
-  Shell("grep -o ' " + path_ +
-        "[^ ]*' /proc/mounts | sort -r | "
-        "xargs -r -n1 umount -l 2>/dev/null; rm -rf '" +
-        path_ + "'");
+  // Unmount anything a test left mounted below (deepest first), then
+  // remove the tree. Done in-process: a shell per test case adds up.
+  std::vector<std::string> mounts;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string f[5];
+    for (auto& x : f) fields >> x;
+    if (f[4] == path_ || f[4].rfind(path_ + "/", 0) == 0)
+      mounts.push_back(f[4]);
+  }
+  for (auto it = mounts.rbegin(); it != mounts.rend(); ++it) {
+    umount2(it->c_str(), MNT_DETACH);
+  }
+  nftw(
+      path_.c_str(),
+      [](const char* p, const struct stat*, int, struct FTW*) {
+        return remove(p);
+      },
+      64, FTW_DEPTH | FTW_PHYS);
 }
 
 std::string Binary(const std::string& name) {
