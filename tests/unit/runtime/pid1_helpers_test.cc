@@ -1,12 +1,11 @@
 // Unit tests for the pieces PID 1 is built from: module parameters from the
 // kernel command line, mountinfo parsing, IPv4 parsing, machine-id, mounts
 // in a private namespace, and interface configuration in a private netns.
+#include <doctest/doctest.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <doctest/doctest.h>
 
 #include "daemon/init/pid1.h"
 #include "runtime/fs.h"
@@ -46,7 +45,8 @@ TEST_CASE("module parameters come from NAME.param words, as modprobe does") {
 TEST_CASE("loading a missing module names the file") {
   auto s = LoadModule("/nonexistent", "virtio_net", "");
   CHECK(s.code() == absl::StatusCode::kNotFound);
-  CHECK(s.message().find("/nonexistent/virtio_net.ko") != absl::string_view::npos);
+  CHECK(s.message().find("/nonexistent/virtio_net.ko") !=
+        absl::string_view::npos);
 }
 
 TEST_CASE("mountinfo lines give mount points (unescaped) and types") {
@@ -67,8 +67,10 @@ TEST_CASE("IPv4 prefixes parse, and bad ones are named") {
   CHECK(p->prefix_len == 24);
   CHECK(ParseIpv4Prefix("10.0.2.15").status().code() ==
         absl::StatusCode::kInvalidArgument);
-  CHECK(ParseIpv4Prefix("10.0.2.15/33").status().message().find("address:") == 0);
-  CHECK(ParseIpv4("300.1.1.1").status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(ParseIpv4Prefix("10.0.2.15/33").status().message().find("address:") ==
+        0);
+  CHECK(ParseIpv4("300.1.1.1").status().code() ==
+        absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("machine-id is created once: 32 hex digits, then kept") {
@@ -94,7 +96,8 @@ TEST_CASE("system mounts go up under a root, skipping ones already there") {
   testing::TempDir dir;
   std::string root = dir.path();
   int rc = InChild(CLONE_NEWNS, [&] {
-    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 10;
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+      return 10;
     std::vector<MountSpec> specs = {
         {"tmpfs", "/run", "tmpfs", MS_NOSUID, "mode=0755", true},
         {"proc", "/proc", "proc", MS_NOSUID, "", true},
@@ -102,7 +105,8 @@ TEST_CASE("system mounts go up under a root, skipping ones already there") {
     };
     std::vector<std::string> warnings;
     if (!MountAll(root, specs, &warnings).ok()) return 11;
-    if (warnings.size() != 1 || warnings[0].find("nosuchfs") == std::string::npos) {
+    if (warnings.size() != 1 ||
+        warnings[0].find("nosuchfs") == std::string::npos) {
       return 12;
     }
     // Second pass: everything required is already mounted, so no change.
@@ -129,7 +133,8 @@ TEST_CASE("a required mount that fails is an error naming the target") {
   int rc = InChild(CLONE_NEWNS, [&] {
     mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr);
     std::vector<std::string> warnings;
-    absl::Status s = MountAll(root, {{"x", "/a", "nosuchfs", 0, "", true}}, &warnings);
+    absl::Status s =
+        MountAll(root, {{"x", "/a", "nosuchfs", 0, "", true}}, &warnings);
     return s.message().find("mount nosuchfs on " + root + "/a") == 0 ? 0 : 1;
   });
   CHECK(rc == 0);
@@ -142,13 +147,16 @@ TEST_CASE("interfaces are configured in a private network namespace") {
   }
   int rc = InChild(CLONE_NEWNET, [] {
     if (!InterfaceUp("lo").ok()) return 10;
-    if (system("ip link add m0 type veth peer name m1 2>/dev/null") != 0) return 11;
+    if (system("ip link add m0 type veth peer name m1 2>/dev/null") != 0)
+      return 11;
     auto p = ParseIpv4Prefix("10.213.0.15/24");
     if (!ConfigureInterface("m0", *p, "10.213.0.2").ok()) return 12;
-    if (system("ip -4 -o addr show dev m0 | grep -q 'inet 10.213.0.15/24'") != 0) {
+    if (system("ip -4 -o addr show dev m0 | grep -q 'inet 10.213.0.15/24'") !=
+        0) {
       return 13;
     }
-    if (system("ip route show default | grep -q 'via 10.213.0.2 dev m0'") != 0) {
+    if (system("ip route show default | grep -q 'via 10.213.0.2 dev m0'") !=
+        0) {
       return 14;
     }
     if (system("ip -o link show lo | grep -q 'UP'") != 0) return 15;
