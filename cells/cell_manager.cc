@@ -321,8 +321,11 @@ absl::Status CellManager::DeleteCell(const std::string& name, bool force) {
       cell->init->Signal(SIGKILL).IgnoreError();
       to_unwatch.push_back(cell->init->pid());
     }
-    RETURN_IF_ERROR(cgroups_->KillAll(name));
-    RETURN_IF_ERROR(cgroups_->Destroy(name));
+    // A cgroup that is already gone (removed by hand, or lost with a host
+    // reboot) must not keep the cell from being deleted.
+    absl::Status s = cgroups_->KillAll(name);
+    if (s.ok()) s = cgroups_->Destroy(name);
+    if (!s.ok() && s.code() != absl::StatusCode::kNotFound) return s;
     RETURN_IF_ERROR(store_.DeleteCell(name));
     cells_.erase(name);
     changed_.SignalAll();

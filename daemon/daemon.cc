@@ -166,7 +166,9 @@ absl::Status Daemon::StartApi(int schema_version,
       cells_ != nullptr ? absl::StatusOr<cells::CellManager*>(cells_.get())
                         : absl::StatusOr<cells::CellManager*>(
                               cells_unavailable_.ok()
-                                  ? absl::UnavailableError("cells: not started")
+                                  ? absl::FailedPreconditionError(
+                                        "cells are not running on this node "
+                                        "(safe mode)")
                                   : cells_unavailable_);
   cells_service_ = std::make_unique<CellsService>(manager);
   executables_service_ = std::make_unique<ExecutablesService>(manager);
@@ -244,7 +246,7 @@ void Daemon::StartCells(const HostInfo& host) {
     }
     s = m.status();
   }
-  cells_unavailable_ = absl::UnavailableError(
+  cells_unavailable_ = absl::FailedPreconditionError(
       absl::StrCat("cells are unavailable on this node: ", s.message()));
   log::Error("cells unavailable", {{"error", s}});
 }

@@ -128,5 +128,30 @@ TEST_CASE(
         "got-term\n");
 }
 
+TEST_CASE("as PID 1, a startup error is a safe mode that keeps serving") {
+  if (geteuid() != 0) {
+    MESSAGE("skipped: pid namespaces need root");
+    return;
+  }
+  Pid1Node n;
+  REQUIRE(MakeDirs(n.dir.path() + "/state", 0700).ok());
+  REQUIRE(
+      WriteFile(n.dir.path() + "/state/mycel.db", std::string(4096, 'z')).ok());
+  REQUIRE(n.d.Start());  // "ready": the API is up despite the error
+  auto info = Info(n.d);
+  CHECK(info.pid() == 1);
+  CHECK(info.safe_mode().find("file is not a database") != std::string::npos);
+  CHECK(n.d.Log().find("entering safe mode") != std::string::npos);
+  auto table = n.d.Cli({"node", "info"});
+  CHECK(table.out.find("SAFE MODE: ") != std::string::npos);
+  // Cells are unavailable, with the reason, rather than half-working.
+  auto cells = n.d.Cli({"cell", "ls"});
+  CHECK(cells.exit_code == 1);
+  CHECK(cells.err == "mycel: cells are not running on this node (safe mode)\n");
+  // And it still stops cleanly.
+  CHECK(n.d.Cli({"node", "shutdown"}).exit_code == 0);
+  CHECK(n.d.Wait(std::chrono::seconds(20)) == 0);
+}
+
 }  // namespace
 }  // namespace mycel
