@@ -138,9 +138,8 @@ absl::Status Daemon::PrepareSocket() {
   return absl::OkStatus();
 }
 
-absl::Status Daemon::StartApi(int schema_version,
+absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
                               const std::string& safe_mode) {
-  HostInfo host = ProbeHost();
   log::Debug("host probed", {{"kernel", host.kernel_release},
                              {"cgroup_mode", CgroupModeName(host.cgroup_mode)},
                              {"seccomp", host.seccomp},
@@ -219,8 +218,9 @@ absl::Status Daemon::Start() {
     return stmt.Run();
   }));
   RETURN_IF_ERROR(PrepareSocket());
-  StartCells(ProbeHost());
-  RETURN_IF_ERROR(StartApi(store_->schema_version(), ""));
+  HostInfo host = ProbeHost();
+  StartCells(host);
+  RETURN_IF_ERROR(StartApi(host, store_->schema_version(), ""));
   // The default seccomp profile takes tens of milliseconds to compile;
   // compile it (it is cached) off the start-up path, before the first cell.
   std::thread([] { CompileSeccomp({}).IgnoreError(); }).detach();
@@ -258,7 +258,7 @@ void Daemon::EnterSafeMode(const absl::Status& reason) {
   if (server_ != nullptr) return;  // the API is already up
   absl::Status s =
       socket_lock_.has_value() ? absl::OkStatus() : PrepareSocket();
-  if (s.ok()) s = StartApi(0, why);
+  if (s.ok()) s = StartApi(ProbeHost(), 0, why);
   if (!s.ok()) log::Error("safe mode without an API", {{"error", s}});
 }
 

@@ -55,7 +55,8 @@ class Daemon {
  private:
   absl::Status PrepareStateDir();
   absl::Status PrepareSocket();
-  absl::Status StartApi(int schema_version, const std::string& safe_mode);
+  absl::Status StartApi(const HostInfo& host, int schema_version,
+                        const std::string& safe_mode);
   void StartCells(const HostInfo& host);
   void ArmSignals();
   void OnSignal(int sig);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/init/pid1.h"
@@ -40,6 +41,11 @@ void UseKernelLog() {
 
 int main(int argc, char** argv) {
   const absl::Duration main_entered = mycel::BootClockNow();
+  // Debian's Abseil checks every Mutex acquisition for lock-order cycles
+  // (it keeps a graph of all locks); that is a debugging aid, and it costs
+  // a measurable share of each cell's lifecycle. -Wthread-safety checks the
+  // lock discipline at compile time instead.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // gRPC threads would each get a malloc arena; a node agent's allocation
   // rate does not need them, and each costs resident memory.
   mallopt(M_ARENA_MAX, 2);

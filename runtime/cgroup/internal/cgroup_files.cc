@@ -216,11 +216,14 @@ absl::Status KillPids(const std::vector<pid_t>& pids) {
 
 absl::StatusOr<bool> PollUntil(
     absl::Time deadline, const std::function<absl::StatusOr<bool>()>& done) {
+  // Most waits end within a millisecond: start polling fast and back off.
+  absl::Duration interval = absl::Microseconds(100);
   for (;;) {
     ASSIGN_OR_RETURN(bool ok, done());
     if (ok) return true;
     if (absl::Now() >= deadline) return false;
-    absl::SleepFor(kPollInterval);
+    absl::SleepFor(interval);
+    interval = std::min(interval * 2, kPollInterval);
   }
 }
 
