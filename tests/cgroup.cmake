@@ -20,3 +20,6 @@ foreach(_mode v1 v2)
   target_compile_definitions(cgroup_${_mode}_kernel_test PRIVATE
     MYCEL_CGROUP_WANT="${_mode}")
 endforeach()
+# Static, so that the e2e image can carry it into the guest (which has no
+# shared libraries) and the boot test can run it there on a pure cgroup2.
+mycel_static_executable(cgroup_v2_kernel_test)

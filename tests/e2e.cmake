@@ -8,13 +8,15 @@ set(MYCEL_E2E_IMAGE_DIR ${CMAKE_BINARY_DIR}/image)
 
 add_test(NAME e2e_image_build
   COMMAND bash ${PROJECT_SOURCE_DIR}/packaging/image/build.sh
-    --build-dir ${CMAKE_BINARY_DIR} ${MYCEL_E2E_IMAGE_DIR})
+    --build-dir ${CMAKE_BINARY_DIR}
+    --extra ${CMAKE_BINARY_DIR}/tests/cgroup_v2_kernel_test
+    ${MYCEL_E2E_IMAGE_DIR})
 # Tests do not build targets: without the binaries ctest reports the
 # fixture as not run (and the boot tests with it) instead of booting a stale
 # image.
 set_tests_properties(e2e_image_build PROPERTIES
   FIXTURES_SETUP e2e_image
-  REQUIRED_FILES "${CMAKE_BINARY_DIR}/daemon/myceld;${CMAKE_BINARY_DIR}/cli/mycel"
+  REQUIRED_FILES "${CMAKE_BINARY_DIR}/daemon/myceld;${CMAKE_BINARY_DIR}/cli/mycel;${CMAKE_BINARY_DIR}/tests/cgroup_v2_kernel_test"
   LABELS e2e
   TIMEOUT 600)
 

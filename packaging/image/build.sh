@@ -25,6 +25,7 @@ cache=${MYCEL_CACHE_DIR:-/var/cache/mycel}
 build_dir=$repo/build
 kernel_pkg=${MYCEL_KERNEL_PACKAGE:-}
 out=""
+extras=()
 
 # Loaded by myceld in this order; build.sh adds whatever their modinfo
 # `depends=` names, ahead of the module that needs it.
@@ -35,7 +36,7 @@ anchor_marker=MYCEL-ANCHOR-INIT
 
 usage() {
   cat <<EOF
-usage: $0 [--build-dir DIR] [--kernel-package NAME] OUTDIR
+usage: $0 [--build-dir DIR] [--kernel-package NAME] [--extra FILE]... OUTDIR
 
 Builds OUTDIR/vmlinuz, OUTDIR/initramfs.img (PID 1 = myceld),
 OUTDIR/busybox-initramfs.img (anchor) and OUTDIR/pki/.
@@ -45,6 +46,9 @@ OUTDIR/busybox-initramfs.img (anchor) and OUTDIR/pki/.
                          DIR/cli/mycel)
   --kernel-package NAME  Debian kernel package (default: the one that
                          linux-image-cloud-amd64 depends on)
+  --extra FILE           also install the (static) program FILE as
+                         /usr/libexec/mycel/NAME in the image; repeatable
+                         (the e2e tests carry a test binary this way)
 
 Environment: MYCEL_CACHE_DIR (default /var/cache/mycel) keeps the kernel .deb.
 EOF
@@ -61,6 +65,8 @@ while [ $# -gt 0 ]; do
     --build-dir=*) build_dir=${1#*=}; shift ;;
     --kernel-package) kernel_pkg=${2:?--kernel-package needs a name}; shift 2 ;;
     --kernel-package=*) kernel_pkg=${1#*=}; shift ;;
+    --extra) extras+=("${2:?--extra needs a file}"); shift 2 ;;
+    --extra=*) extras+=("${1#*=}"); shift ;;
     -h|--help) usage; exit 0 ;;
     -*) usage >&2; die "unknown option $1" ;;
     *) [ -z "$out" ] || die "more than one OUTDIR given ($out, $1)"; out=$1; shift ;;
@@ -228,6 +234,11 @@ install_bin() {  # install_bin SRC DST
 install_bin "$myceld" "$root/usr/bin/myceld"
 install_bin "$mycel" "$root/usr/bin/mycel"
 ln -s usr/bin/myceld "$root/init"
+for extra in "${extras[@]}"; do
+  [ -f "$extra" ] || die "--extra $extra: no such file"
+  mkdir -p "$root/usr/libexec/mycel"
+  install_bin "$extra" "$root/usr/libexec/mycel/$(basename "$extra")"
+done
 
 # Shared libraries at the paths ldd resolves them to, and the loader at the
 # path the binaries name as their interpreter. A static build needs none.

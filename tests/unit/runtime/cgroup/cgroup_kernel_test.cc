@@ -260,12 +260,16 @@ TEST_CASE("memory_max is enforced by the OOM killer") {
   auto join = t.driver->OpenJoin("oom");
   REQUIRE_MESSAGE(join.ok(), join.status().ToString());
   pid_t child = ForkInCell(*join, [] {
-    constexpr size_t kSize = 256 * kMiB;
-    void* mem = mmap(nullptr, kSize, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) return 2;
-    char* bytes = static_cast<char*>(mem);
-    for (size_t i = 0; i < kSize; i += 4096) bytes[i] = 1;
+    // 256 MiB in 1 MiB mappings: a single large mapping could be refused
+    // by the overcommit heuristic on a small machine (a 256 MiB guest)
+    // before the cgroup limit is ever reached.
+    for (int chunk = 0; chunk < 256; ++chunk) {
+      void* mem = mmap(nullptr, kMiB, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (mem == MAP_FAILED) return 2;
+      char* bytes = static_cast<char*>(mem);
+      for (size_t i = 0; i < kMiB; i += 4096) bytes[i] = 1;
+    }
     return 0;  // the limit was not enforced
   });
   REQUIRE(child > 0);
