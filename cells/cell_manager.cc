@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cells/names.h"
+#include "proto/proto_time.h"
 #include "runtime/fs.h"
 #include "runtime/log.h"
 #include "runtime/status.h"
@@ -30,16 +31,6 @@ constexpr char kDefaultPath[] =
 constexpr char kDefaultIdMap[] = "0 100000 65536";
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
-
-void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
-  int64_t us = absl::ToUnixMicros(t);
-  out->set_seconds(us / 1000000);
-  out->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
-}
-
-absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
 
 absl::StatusOr<int> NamespaceFlags(const mycel::v1::CellSpec& spec) {
   int flags = 0;
@@ -350,7 +341,8 @@ mycel::v1::Cell CellManager::ToProto(const Cell& cell) const {
   *out.mutable_spec() = cell.spec;
   auto* st = out.mutable_status();
   st->set_state(mycel::v1::CELL_STATE_READY);
-  SetTimestamp(absl::FromUnixMicros(cell.created_us), st->mutable_created_at());
+  mycel::ToProto(absl::FromUnixMicros(cell.created_us),
+                 st->mutable_created_at());
   st->set_init_pid(cell.init ? cell.init->pid() : 0);
   int running = 0;
   for (const auto& [n, exe] : cell.exes) running += IsRunning(exe->status);
@@ -479,7 +471,7 @@ absl::Status CellManager::Launch(Cell* cell, Exe* exe,
   exe->status.set_exit_status_unknown(false);
   exe->status.clear_finished_at();
   exe->status.clear_message();
-  SetTimestamp(exe->started, exe->status.mutable_started_at());
+  mycel::ToProto(exe->started, exe->status.mutable_started_at());
   exe->child.emplace(*std::move(child));
   exe->history.starts.push_back(exe->started);
   Persist(*exe);
@@ -578,7 +570,7 @@ void CellManager::OnExit(const std::string& cname, const std::string& ename,
           "killed by the OOM killer: the cell's memory limit was reached");
     }
   }
-  SetTimestamp(now, st.mutable_finished_at());
+  mycel::ToProto(now, st.mutable_finished_at());
   exe->child.reset();
   exe->adopted = false;
   RunEnd end{clean, exe->stop_requested || shutting_down_, exe->started, now};
@@ -859,7 +851,7 @@ absl::Status CellManager::Recover() {
       ++lost;
       raw->status.set_exit_status_unknown(true);
       raw->status.set_message("exited while myceld was not running");
-      SetTimestamp(absl::Now(), raw->status.mutable_finished_at());
+      mycel::ToProto(absl::Now(), raw->status.mutable_finished_at());
     }
     RunEnd end{false, false, absl::Now(), absl::Now()};
     RestartDecision d = DecideRestart(raw->restart, end, &raw->history);

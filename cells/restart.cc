@@ -1,15 +1,9 @@
 #include "cells/restart.h"
 
 #include "absl/strings/str_cat.h"
+#include "proto/proto_time.h"
 
 namespace mycel::cells {
-namespace {
-
-absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
-
-}  // namespace
 
 absl::StatusOr<RestartParams> ToRestartParams(const mycel::v1::Restart& r) {
   RestartParams p;

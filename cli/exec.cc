@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "mycel/v1/cells.grpc.pb.h"
+#include "proto/proto_time.h"
 
 namespace mycel::cli {
 namespace {
@@ -22,10 +23,17 @@ namespace {
 constexpr int kRunDaemonError = 125;
 constexpr int kRunNotFound = 127;
 
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  int64_t ns = absl::ToInt64Nanoseconds(d);
-  out->set_seconds(ns / 1000000000);
-  out->set_nanos(static_cast<int32_t>(ns % 1000000000));
+// "UID" or "UID:GID" (numbers); the gid defaults to the uid.
+absl::StatusOr<std::pair<uint32_t, uint32_t>> ParseUser(const std::string& u) {
+  size_t colon = u.find(':');
+  std::string uid = u.substr(0, colon);
+  std::string gid = colon == std::string::npos ? uid : u.substr(colon + 1);
+  uint32_t uv = 0, gv = 0;
+  if (!absl::SimpleAtoi(uid, &uv) || !absl::SimpleAtoi(gid, &gv)) {
+    return absl::InvalidArgumentError(
+        "--user: want UID or UID:GID (numbers), got \"" + u + "\"");
+  }
+  return std::make_pair(uv, gv);
 }
 
 std::string StateText(const mycel::v1::ExecutableStatus& s) {
@@ -83,17 +91,10 @@ int Exec(Context& ctx, const std::vector<std::string>& args) {
   }
   spec->set_cwd(a->get("--cwd"));
   if (a->has("--user")) {
-    std::string u = a->get("--user");
-    std::string uid = u.substr(0, u.find(':'));
-    std::string gid =
-        u.find(':') == std::string::npos ? uid : u.substr(u.find(':') + 1);
-    uint32_t uv = 0, gv = 0;
-    if (!absl::SimpleAtoi(uid, &uv) || !absl::SimpleAtoi(gid, &gv)) {
-      return ctx.Fail(absl::InvalidArgumentError(
-          "--user: want UID or UID:GID (numbers), got \"" + u + "\""));
-    }
-    spec->set_uid(uv);
-    spec->set_gid(gv);
+    auto ids = ParseUser(a->get("--user"));
+    if (!ids.ok()) return ctx.Fail(ids.status());
+    spec->set_uid(ids->first);
+    spec->set_gid(ids->second);
   }
   std::string policy = a->get("--restart", "never");
   if (policy == "never") {
@@ -112,11 +113,11 @@ int Exec(Context& ctx, const std::vector<std::string>& args) {
     auto d = ParseDurationFlag(flag, a->get(flag));
     if (!d.ok()) return ctx.Fail(d.status());
     if (strcmp(flag, "--restart-sec") == 0) {
-      SetDuration(*d, spec->mutable_restart()->mutable_restart_sec());
+      ToProto(*d, spec->mutable_restart()->mutable_restart_sec());
     } else if (strcmp(flag, "--start-limit-interval") == 0) {
-      SetDuration(*d, spec->mutable_restart()->mutable_start_limit_interval());
+      ToProto(*d, spec->mutable_restart()->mutable_start_limit_interval());
     } else {
-      SetDuration(*d, spec->mutable_stop_grace());
+      ToProto(*d, spec->mutable_stop_grace());
     }
   }
   if (a->has("--start-limit-burst")) {
@@ -187,7 +188,7 @@ int Stop(Context& ctx, const std::vector<std::string>& args) {
   if (a->has("--grace")) {
     auto d = ParseDurationFlag("--grace", a->get("--grace"));
     if (!d.ok()) return ctx.Fail(d.status());
-    SetDuration(*d, req.mutable_grace());
+    ToProto(*d, req.mutable_grace());
   }
   auto channel = ctx.Channel();
   if (!channel.ok()) return ctx.Fail(channel.status());
@@ -320,18 +321,15 @@ int Run(Context& ctx, const std::vector<std::string>& args) {
   }
   req.set_cwd(a->get("--cwd"));
   if (a->has("--user")) {
-    std::string u = a->get("--user");
-    uint32_t uv = 0, gv = 0;
-    std::string gid =
-        u.find(':') == std::string::npos ? u : u.substr(u.find(':') + 1);
-    if (!absl::SimpleAtoi(u.substr(0, u.find(':')), &uv) ||
-        !absl::SimpleAtoi(gid, &gv)) {
-      ctx.Fail(absl::InvalidArgumentError("--user: want UID or UID:GID"));
+    auto ids = ParseUser(a->get("--user"));
+    if (!ids.ok()) {
+      ctx.Fail(ids.status());
       return kRunDaemonError;
     }
-    req.set_uid(uv);
-    req.set_gid(gv);
+    req.set_uid(ids->first);
+    req.set_gid(ids->second);
   }
+
   auto channel = ctx.Channel();
   if (!channel.ok()) {
     ctx.Fail(channel.status());

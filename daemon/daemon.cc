@@ -17,6 +17,7 @@
 #include "runtime/fs.h"
 #include "runtime/host_info.h"
 #include "runtime/log.h"
+#include "runtime/spawn/child.h"
 #include "runtime/status.h"
 
 namespace mycel {
@@ -29,21 +30,11 @@ absl::Duration BootClockNow() {
 
 namespace {
 
-// Field 22 of /proc/self/stat: when the kernel started this process, in
-// clock ticks since boot.
+// When the kernel started this process (field 22 of /proc/self/stat).
 absl::Duration ProcessStartSinceBoot() {
-  absl::StatusOr<std::string> stat = ReadFile("/proc/self/stat");
-  if (!stat.ok()) return absl::ZeroDuration();
-  size_t paren = stat->rfind(')');
-  if (paren == std::string::npos) return absl::ZeroDuration();
-  std::vector<absl::string_view> f =
-      absl::StrSplit(absl::string_view(*stat).substr(paren + 2), ' ');
-  // f[0] is field 3 (state); field 22 is f[19].
-  uint64_t ticks = 0;
-  if (f.size() < 20 || !absl::SimpleAtoi(f[19], &ticks)) {
-    return absl::ZeroDuration();
-  }
-  return absl::Seconds(static_cast<double>(ticks) / sysconf(_SC_CLK_TCK));
+  absl::StatusOr<uint64_t> ticks = ProcessStartTime(getpid());
+  if (!ticks.ok()) return absl::ZeroDuration();
+  return absl::Seconds(static_cast<double>(*ticks) / sysconf(_SC_CLK_TCK));
 }
 
 // The signals myceld handles, and what they mean (systemd's meanings).

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "proto/proto_time.h"
 #include "runtime/log.h"
 
 namespace mycel {
@@ -22,12 +23,6 @@ mycel::v1::CgroupMode ToProto(CgroupMode mode) {
   return mycel::v1::CGROUP_MODE_UNSPECIFIED;
 }
 
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  int64_t nanos = absl::ToInt64Nanoseconds(d);
-  out->set_seconds(nanos / 1000000000);
-  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
-}
-
 }  // namespace
 
 grpc::Status NodeService::GetInfo(grpc::ServerContext*,
@@ -35,7 +30,7 @@ grpc::Status NodeService::GetInfo(grpc::ServerContext*,
                                   mycel::v1::NodeInfo* resp) {
   resp->set_name(params_.node_name);
   resp->set_version(MYCEL_VERSION);
-  SetDuration(absl::Now() - params_.started, resp->mutable_uptime());
+  ToProto(absl::Now() - params_.started, resp->mutable_uptime());
   resp->set_kernel_release(params_.host.kernel_release);
   resp->set_cgroup_mode(ToProto(params_.host.cgroup_mode));
   mycel::v1::HostFeatures* f = resp->mutable_features();
@@ -54,9 +49,9 @@ grpc::Status NodeService::GetInfo(grpc::ServerContext*,
   resp->set_pid1(getpid() == 1);
   resp->set_state_dir(params_.state_dir);
   resp->set_schema_version(params_.schema_version);
-  SetDuration(params_.boot_to_start, resp->mutable_boot_to_start());
-  SetDuration(absl::Nanoseconds(start_to_ready_ns_.load()),
-              resp->mutable_start_to_ready());
+  ToProto(params_.boot_to_start, resp->mutable_boot_to_start());
+  ToProto(absl::Nanoseconds(start_to_ready_ns_.load()),
+          resp->mutable_start_to_ready());
   resp->set_safe_mode(params_.safe_mode);
   resp->set_init_role(params_.init_role);
   if (params_.orphans_reaped)
