@@ -80,7 +80,9 @@ Daemon::Daemon(mycel::v1::DaemonConfig config, InitRole role,
   ArmSignals();
 }
 
-Daemon::~Daemon() = default;
+Daemon::~Daemon() {
+  if (precompile_.joinable()) precompile_.join();
+}
 
 absl::Status Daemon::PrepareStateDir() {
   const std::string& dir = config_.state_dir();
@@ -214,7 +216,7 @@ absl::Status Daemon::Start() {
   RETURN_IF_ERROR(StartApi(host, store_->schema_version(), ""));
   // The default seccomp profile takes tens of milliseconds to compile;
   // compile it (it is cached) off the start-up path, before the first cell.
-  std::thread([] { CompileSeccomp({}).IgnoreError(); }).detach();
+  precompile_ = std::thread([] { CompileSeccomp({}).IgnoreError(); });
   return absl::OkStatus();
 }
 

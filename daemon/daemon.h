@@ -7,6 +7,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -80,6 +81,9 @@ class Daemon {
   boost::asio::io_context io_;
   boost::asio::signal_set signals_;
   bool stopping_ = false;
+  // Compiles the default seccomp profile off the start-up path; joined
+  // before the daemon goes away.
+  std::thread precompile_;
   mycel::v1::ShutdownMode shutdown_mode_ = mycel::v1::SHUTDOWN_MODE_POWEROFF;
 };
 
