@@ -17,7 +17,6 @@
 #include "runtime/fs.h"
 #include "runtime/host_info.h"
 #include "runtime/log.h"
-#include "runtime/spawn/child.h"
 #include "runtime/status.h"
 
 namespace mycel {
@@ -29,13 +28,6 @@ absl::Duration BootClockNow() {
 }
 
 namespace {
-
-// When the kernel started this process (field 22 of /proc/self/stat).
-absl::Duration ProcessStartSinceBoot() {
-  absl::StatusOr<uint64_t> ticks = ProcessStartTime(getpid());
-  if (!ticks.ok()) return absl::ZeroDuration();
-  return absl::Seconds(static_cast<double>(*ticks) / sysconf(_SC_CLK_TCK));
-}
 
 // The signals myceld handles, and what they mean (systemd's meanings).
 struct SignalMeaning {
@@ -65,13 +57,12 @@ Daemon::Daemon(mycel::v1::DaemonConfig config, InitRole role,
     : config_(std::move(config)),
       role_(role),
       started_(absl::Now()),
-      // The kernel creates PID 1 long before it execs /init, and /proc may
-      // not be mounted yet: as a machine's init, the process "starts" when
-      // main() is entered.
-      boot_to_start_(role == InitRole::kMachine ? main_entered
-                                                : ProcessStartSinceBoot()),
+      // From main(), not from the task's creation in /proc/self/stat: the
+      // kernel creates PID 1 long before it execs /init (and /proc may not
+      // be mounted yet), and a process that was exec'd by a shell keeps
+      // the shell's start time.
+      boot_to_start_(main_entered),
       signals_(io_) {
-  if (boot_to_start_ == absl::ZeroDuration()) boot_to_start_ = main_entered;
   // Register the handlers before anything can fail, so that as PID 1 a
   // poweroff request is honoured even in safe mode.
   signals_.add(SIGCHLD);
