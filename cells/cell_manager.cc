@@ -657,7 +657,12 @@ absl::StatusOr<mycel::v1::Executable> CellManager::Stop(
                                         : absl::Seconds(10));
   exe->stop_requested = true;
   uint64_t gen = exe->generation;
-  RETURN_IF_ERROR(exe->child->Signal(SIGTERM));
+  // NOT_FOUND: it exited and was reaped a moment ago; its exit is on its
+  // way through the reaper, so wait for it like for any other.
+  if (absl::Status s = exe->child->Signal(SIGTERM);
+      !s.ok() && s.code() != absl::StatusCode::kNotFound) {
+    return s;
+  }
   RunAfter(g, [this, cell, name, gen] {
     absl::MutexLock lock(&mu_);
     absl::StatusOr<Exe*> e = FindExe(cell, name);
