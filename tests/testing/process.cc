@@ -119,6 +119,18 @@ DaemonProcess::DaemonProcess(std::string dir, std::vector<std::string> extra)
 
 DaemonProcess::~DaemonProcess() {
   if (pid_ > 0) {
+    // Leave no cells behind on the host: their cgroups (and anything still
+    // running in them) would outlive the test.
+    CommandResult ls = Cli({"cell", "ls"});
+    if (ls.exit_code == 0) {
+      std::istringstream lines(ls.out);
+      std::string line;
+      std::getline(lines, line);  // the header
+      while (std::getline(lines, line)) {
+        std::string name = line.substr(0, line.find(' '));
+        if (!name.empty()) Cli({"cell", "rm", "--force", name});
+      }
+    }
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
   }
