@@ -549,7 +549,6 @@ void CellManager::OnExit(const std::string& cname, const std::string& ename,
   if (!found.ok()) return;  // deleted meanwhile
   Exe* exe = *found;
   if (exe->generation != generation) return;
-  Cell* cell = *FindCell(cname);
   absl::Time now = absl::Now();
   auto& st = exe->status;
   bool clean = false;
@@ -600,7 +599,6 @@ void CellManager::OnExit(const std::string& cname, const std::string& ename,
   } else {
     st.set_state(mycel::v1::EXECUTABLE_STATE_EXITED);
   }
-  (void)cell;
   Persist(*exe);
   changed_.SignalAll();
   log::Info("executable ended",

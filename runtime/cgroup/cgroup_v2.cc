@@ -291,10 +291,7 @@ absl::Status CgroupV2::KillWithFreezer(const std::string& cell,
     if (absl::Now() >= deadline) break;
   }
   ASSIGN_OR_RETURN(std::vector<pid_t> left, Pids(cell));
-  return absl::DeadlineExceededError(absl::StrCat(
-      "cell ", cell, ": ", left.size(), " processes survived SIGKILL for ",
-      absl::FormatDuration(kill_timeout_), ": ",
-      cgroup_internal::FormatPids(left)));
+  return cgroup_internal::SurvivorsError(cell, kill_timeout_, left);
 }
 
 absl::Status CgroupV2::KillAll(const std::string& cell) {

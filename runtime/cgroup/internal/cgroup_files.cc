@@ -236,6 +236,13 @@ std::string FormatPids(const std::vector<pid_t>& pids) {
   return out;
 }
 
+absl::Status SurvivorsError(const std::string& cell, absl::Duration timeout,
+                            const std::vector<pid_t>& left) {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "cell ", cell, ": ", left.size(), " processes survived SIGKILL for ",
+      absl::FormatDuration(timeout), ": ", FormatPids(left)));
+}
+
 void SortUnique(std::vector<pid_t>* pids) {
   std::sort(pids->begin(), pids->end());
   pids->erase(std::unique(pids->begin(), pids->end()), pids->end());

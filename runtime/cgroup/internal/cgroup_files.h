@@ -82,6 +82,11 @@ absl::StatusOr<bool> PollUntil(
 // "12, 13, 14" (at most a handful, then "...").
 std::string FormatPids(const std::vector<pid_t>& pids);
 
+// DEADLINE_EXCEEDED for KillAll: "cell C: N processes survived SIGKILL for
+// T: pids".
+absl::Status SurvivorsError(const std::string& cell, absl::Duration timeout,
+                            const std::vector<pid_t>& left);
+
 // Sorts and removes duplicates.
 void SortUnique(std::vector<pid_t>* pids);
 
