@@ -1,31 +1,28 @@
 // The built-in init of a cell: PID 1 of the cell's pid namespace.
 //
-// Spawn() with `cell_init = true` creates the cell's namespaces and, instead
-// of exec'ing anything, runs RunCellInit() in the new child. Executables of
-// the cell then join its namespaces through the init's pidfd, so they see it
-// as PID 1; it reaps the orphans they leave behind and ends the cell on
-// SIGTERM.
+// Spawn() with `cell_init = true` creates the cell's namespaces and, in the
+// new process, execs the running binary itself (the open /proc/self/exe of
+// the process that called Spawn: myceld, or a test) with argv
+// {kCellInitArgv0}. A .preinit_array hook in this file recognises that argv
+// and runs RunCellInit() before anything else in the binary runs: no C++
+// static initialiser, no main(). Executables of the cell then join its
+// namespaces through the init's pidfd, so they see it as PID 1; it reaps the
+// orphans they leave behind and ends the cell on SIGTERM.
 //
-// Why a forked copy of the daemon that never execs, rather than exec'ing
-// myceld in an init mode: starting a sandboxed process has a budget of a few
-// milliseconds, and an exec of myceld costs more than the clone it follows.
-// Dynamically linked, relocating gRPC and protobuf and running their static
-// initialisers takes ~50 ms; even the static build maps and initialises a
-// 25 MB binary (tests/bench/spawn_bench: `myceld --version` takes 1.5 to 3
-// times as long as /bin/true, longer than starting a whole cell init). The
-// forked copy costs one clone3 and runs code that is already mapped.
+// Why exec, and why the hook: the init must not be a copy of the daemon. A
+// copy (fork without exec) shares the daemon's pages copy-on-write, so every
+// page the daemon writes afterwards faults and is copied, with a TLB
+// shootdown on every CPU, and a fork copies the daemon's page tables; on
+// this project's build machines (a paravirtualised VM) that made up most of
+// the cost of starting a cell. An exec of the static myceld that ran its
+// static initialisers (gRPC, protobuf, Abseil) would cost more than the
+// clone it follows; the hook skips all of them, so the exec costs what a
+// static /bin/true does. Being the same binary, the init is always the
+// version of the daemon that started it, even after an upgrade on disk.
 //
-// The price of a copy is its memory: it shares the daemon's pages
-// copy-on-write, so every page the daemon writes later would be duplicated
-// for each cell. The init therefore drops its copy of every private
-// anonymous mapping except its stack and TLS before entering the loop
-// (~1.5 MB resident per init afterwards, whatever the daemon's size).
-//
-// Since the init is a copy of a multi-threaded process in which only one
-// thread survives, it is bound by the same rules as the code between clone
-// and exec: async-signal-safe calls only, no allocation, no locks. Before
-// the loop starts, every inherited descriptor except 0/1/2 is closed, so the
-// init pins none of the daemon's files or sockets.
+// The init is not dumpable (PR_SET_DUMPABLE 0): a process in the cell cannot
+// open /proc/1/exe (the daemon's binary) or /proc/1/mem without
+// CAP_SYS_PTRACE, which the default capabilities do not grant.
 #ifndef MYCEL_RUNTIME_SPAWN_CELL_INIT_H_
 #define MYCEL_RUNTIME_SPAWN_CELL_INIT_H_
 
@@ -33,6 +30,16 @@ namespace mycel {
 
 // The init's name (prctl PR_SET_NAME), visible as /proc/1/comm in the cell.
 inline constexpr char kCellInitName[] = "cell-init";
+
+// argv[0] (and the only argument) of an exec that becomes the init. Defined
+// in cell_init.cc, so that a binary that spawns cell inits links that file,
+// and with it the hook.
+extern const char kCellInitArgv0[];
+
+// The sync socket of Spawn stays open across the exec on this descriptor;
+// the init closes it once it has set itself up, which tells Spawn that it
+// runs.
+inline constexpr int kCellInitSyncFd = 3;
 
 // After SIGTERM/SIGINT/SIGPWR the init sends SIGTERM to every process of the
 // namespace and waits at most this long for them to go before it exits
@@ -49,13 +56,11 @@ inline constexpr int kCellInitStopGraceMs = 2000;
 // exiting only once those have been reaped, so reap them before (or while)
 // waiting for the init.
 //
-// A seccomp filter loaded by a pre_exec step for the init must allow what
-// it uses: getpid, arch_prctl, rt_sigprocmask, openat, pread64, close,
-// madvise (dropping memory), rt_sigtimedwait, wait4, kill, clock_gettime
-// and exit_group.
+// A seccomp filter loaded by a pre_exec step for the init must allow execve
+// and what the init uses: prctl, close, rt_sigprocmask, rt_sigtimedwait,
+// wait4, kill, clock_gettime and exit_group.
 //
-// REQUIRES: called in a child created by Spawn (async-signal-safe context),
-// as PID 1 of a pid namespace for the reaping to cover orphans.
+// REQUIRES: PID 1 of a pid namespace, for the reaping to cover orphans.
 [[noreturn]] void RunCellInit() noexcept;
 
 }  // namespace mycel

@@ -7,7 +7,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -22,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "runtime/spawn/cell_init.h"
 #include "runtime/spawn/internal/child_setup.h"
 #include "runtime/status.h"
 #include "runtime/syscalls.h"
@@ -138,6 +141,10 @@ std::string DescribeStep(const SpawnRequest& r, const Report& report) {
     case Step::kSendPidfd:
       return "send pidfd of the joined child";
     case Step::kCgroupProcs:
+      if (index >= r.cgroup_procs_fds.size()) {
+        return absl::StrCat("write cgroup.procs of cgroup fd ",
+                            r.cgroup_dir_fd);
+      }
       if (r.cgroup_procs_fds.size() > 1) {
         return absl::StrCat("write cgroup.procs[", index, "]");
       }
@@ -215,6 +222,85 @@ class ScopedBlockSignals final {
  private:
   sigset_t saved_;
 };
+
+// The stacks of children that share the daemon's memory (CLONE_VM): one for
+// the first process, one for the process it clones into a joined pid
+// namespace. A thread spawns one child at a time and is suspended until the
+// child execs or exits (CLONE_VFORK), so each thread reuses its own pair.
+class ChildStacks final {
+ public:
+  // Generous: the children run a few system calls, but a pre_exec step may
+  // be any async-signal-safe function.
+  static constexpr size_t kStackBytes = size_t{256} << 10;
+  static constexpr size_t kGuardBytes = size_t{4} << 10;
+  static constexpr size_t kTotal = 2 * (kGuardBytes + kStackBytes);
+
+  ChildStacks() = default;
+  ChildStacks(const ChildStacks&) = delete;
+  ChildStacks& operator=(const ChildStacks&) = delete;
+  ~ChildStacks() {
+    if (base_ != nullptr) munmap(base_, kTotal);
+  }
+
+  // Maps them on first use: [guard][first][guard][second].
+  absl::Status Ensure() {
+    if (base_ != nullptr) return absl::OkStatus();
+    void* base =
+        mmap(nullptr, kTotal, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) return PosixError("mmap(child stacks)", errno);
+    char* p = static_cast<char*>(base);
+    if (mprotect(p, kGuardBytes, PROT_NONE) != 0 ||
+        mprotect(p + kGuardBytes + kStackBytes, kGuardBytes, PROT_NONE) != 0) {
+      int error = errno;
+      munmap(base, kTotal);
+      return PosixError("mprotect(child stack guard)", error);
+    }
+    base_ = p;
+    return absl::OkStatus();
+  }
+  // Stacks grow down: these are the highest addresses.
+  void* first_top() const { return base_ + kGuardBytes + kStackBytes; }
+  void* second_top() const { return base_ + kTotal; }
+
+ private:
+  char* base_ = nullptr;
+};
+
+// The signals this process ignores, from /proc/self/status ("SigIgn:"), as
+// a mask with bit sig-1; all of them when it cannot be read, so that the
+// child resets every signal rather than miss one.
+uint64_t IgnoredSignals() {
+  constexpr uint64_t kAll = ~uint64_t{0};
+  UniqueFd fd(open("/proc/self/status", O_RDONLY | O_CLOEXEC));
+  if (!fd) return kAll;
+  char buf[4096];
+  size_t len = 0;
+  for (;;) {
+    ssize_t n = read(fd.get(), buf + len, sizeof(buf) - 1 - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    len += static_cast<size_t>(n);
+    if (len == sizeof(buf) - 1) break;
+  }
+  buf[len] = '\0';
+  const char* line = strstr(buf, "\nSigIgn:");
+  if (line == nullptr) return kAll;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long mask = strtoull(line + 9, &end, 16);
+  if (errno != 0 || end == line + 9) return kAll;
+  return mask;
+}
+
+// The running binary, opened once, for the cell init to exec (see
+// cell_init.h). O_PATH: it is never read, only exec'ed.
+absl::StatusOr<int> SelfExeFd() {
+  static const int fd = open("/proc/self/exe", O_PATH | O_CLOEXEC);
+  static const int error = fd < 0 ? errno : 0;
+  if (fd < 0) return PosixError("open /proc/self/exe", error);
+  return fd;
+}
 
 // Reaps a child that has exited or is about to; returns how it ended.
 absl::StatusOr<siginfo_t> Reap(int pidfd) {
@@ -316,7 +402,10 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   // Everything the child touches is built here, before the clone.
   std::vector<char*> argv;
   std::vector<char*> envp;
-  if (!request.cell_init) {
+  if (request.cell_init) {
+    argv = {const_cast<char*>(kCellInitArgv0), nullptr};
+    envp = {nullptr};
+  } else {
     argv.reserve(request.argv.size() + 1);
     for (const std::string& arg : request.argv) {
       argv.push_back(const_cast<char*>(arg.c_str()));
@@ -351,14 +440,39 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   }
 
   const bool new_user = (request.new_namespaces & CLONE_NEWUSER) != 0;
+  // A child that shares our memory cannot wait for us to write its maps
+  // (we are suspended until it execs), and the kernel lets only a process
+  // that shares its memory with nobody join a user namespace.
+  const bool share_memory =
+      !new_user && (request.join_namespaces & CLONE_NEWUSER) == 0;
+  thread_local ChildStacks stacks;
+  if (share_memory) RETURN_IF_ERROR(stacks.Ensure());
+  // clone(2) has no CLONE_INTO_CGROUP: a child that shares our memory
+  // joins its cgroup v2 by writing cgroup.procs, as for v1.
+  std::vector<int> procs_fds = request.cgroup_procs_fds;
+  UniqueFd v2_procs;
+  if (share_memory && request.cgroup_dir_fd >= 0) {
+    v2_procs.reset(
+        openat(request.cgroup_dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC));
+    if (!v2_procs) {
+      return PosixError(absl::StrCat("open cgroup.procs of cgroup fd ",
+                                     request.cgroup_dir_fd),
+                        errno);
+    }
+    procs_fds.push_back(v2_procs.get());
+  }
+
   ChildPlan plan;
   plan.sync_fd = child_end.get();
   plan.wait_for_maps = new_user;
+  plan.share_memory = share_memory;
+  if (share_memory) plan.joined_child_stack = stacks.second_top();
+  plan.ignored_signals = IgnoredSignals();
   plan.join_pidfd = request.join_pidfd;
   plan.join_namespaces = request.join_namespaces;
   plan.clone_into_joined_pidns = (request.join_namespaces & CLONE_NEWPID) != 0;
-  plan.cgroup_procs_fds = request.cgroup_procs_fds.data();
-  plan.cgroup_procs_count = request.cgroup_procs_fds.size();
+  plan.cgroup_procs_fds = procs_fds.data();
+  plan.cgroup_procs_count = procs_fds.size();
   plan.unshare_cgroup = (request.new_namespaces & CLONE_NEWCGROUP) != 0;
   plan.setup_mounts = (request.new_namespaces & CLONE_NEWNS) != 0;
   if (!request.rootfs.empty()) {
@@ -396,33 +510,46 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   plan.pre_exec = request.pre_exec.data();
   plan.pre_exec_count = request.pre_exec.size();
   plan.cell_init = request.cell_init;
-  if (!request.cell_init) {
+  if (request.cell_init) {
+    ASSIGN_OR_RETURN(plan.init_exe_fd, SelfExeFd());
+  } else {
     plan.path = argv[0];
-    plan.argv = argv.data();
-    plan.envp = envp.data();
   }
+  plan.argv = argv.data();
+  plan.envp = envp.data();
 
   int pidfd = -1;
-  struct clone_args args;
-  memset(&args, 0, sizeof(args));
-  // The cgroup namespace is unshared by the child after it joined its
-  // cgroups, so that the namespace is rooted there.
-  args.flags = CLONE_PIDFD | CLONE_CLEAR_SIGHAND |
-               static_cast<uint64_t>(request.new_namespaces & ~CLONE_NEWCGROUP);
-  args.pidfd = reinterpret_cast<uintptr_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  if (request.cgroup_dir_fd >= 0) {
-    args.flags |= CLONE_INTO_CGROUP;
-    args.cgroup = static_cast<uint64_t>(request.cgroup_dir_fd);
-  }
   long pid;
-  {
+  if (share_memory) {
+    // As posix_spawn: no page tables to copy, and no copy-on-write faults
+    // (each with a TLB shootdown) in the daemon afterwards. This thread is
+    // suspended until the child execs or exits; the daemon's other threads
+    // run on, and the child touches only its stack and the plan.
+    const int flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD |
+                      (request.new_namespaces & ~CLONE_NEWCGROUP);
+    ScopedBlockSignals blocked;
+    pid = clone(spawn_internal::ChildMain, stacks.first_top(), flags, &plan,
+                &pidfd);
+  } else {
+    struct clone_args args;
+    memset(&args, 0, sizeof(args));
+    // The cgroup namespace is unshared by the child after it joined its
+    // cgroups, so that the namespace is rooted there.
+    args.flags =
+        CLONE_PIDFD | CLONE_CLEAR_SIGHAND |
+        static_cast<uint64_t>(request.new_namespaces & ~CLONE_NEWCGROUP);
+    args.pidfd = reinterpret_cast<uintptr_t>(&pidfd);
+    args.exit_signal = SIGCHLD;
+    if (request.cgroup_dir_fd >= 0) {
+      args.flags |= CLONE_INTO_CGROUP;
+      args.cgroup = static_cast<uint64_t>(request.cgroup_dir_fd);
+    }
     ScopedBlockSignals blocked;
     pid = sys::Clone3(&args, sizeof(args));
     if (pid == 0) spawn_internal::RunChild(plan);
   }
   if (pid < 0) {
-    std::string what = "clone3";
+    std::string what = share_memory ? "clone" : "clone3";
     const int created = request.new_namespaces & ~CLONE_NEWCGROUP;
     if (created != 0) {
       absl::StrAppend(&what, " new namespaces ", NamespaceList(created));

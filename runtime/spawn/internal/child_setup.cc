@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "runtime/spawn/cell_init.h"
@@ -40,13 +41,17 @@ namespace {
   Fail(plan, step, index, errno);
 }
 
-// The daemon's handlers were cleared by CLONE_CLEAR_SIGHAND, but ignored
-// signals (SIGPIPE in any network daemon) would stay ignored across exec.
-void ResetSignalDispositions() noexcept {
+// Ignored signals (SIGPIPE in any network daemon) would stay ignored across
+// exec; handled ones are reset by exec itself and stay blocked until then.
+// Only those the parent found ignored are reset: a system call is not cheap
+// everywhere (tens of microseconds under some hypervisors), and a loop over
+// all 64 signals cost more than the rest of the child's setup.
+void ResetSignalDispositions(const ChildPlan& plan) noexcept {
   struct sigaction dfl;
   memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
+  for (int sig = 1; sig <= 64; ++sig) {
+    if ((plan.ignored_signals & (uint64_t{1} << (sig - 1))) == 0) continue;
     if (sig == SIGKILL || sig == SIGSTOP) continue;
     // glibc refuses its internal real-time signals with EINVAL; harmless.
     sigaction(sig, &dfl, nullptr);
@@ -72,22 +77,38 @@ void JoinNamespaces(const ChildPlan& plan) noexcept {
   }
 }
 
+[[noreturn]] void FinishChild(const ChildPlan& plan) noexcept;
+
+int FinishChildMain(void* plan) noexcept {
+  FinishChild(*static_cast<const ChildPlan*>(plan));
+}
+
 // setns(CLONE_NEWPID) only moves future children, so the process that
-// joined forks once more. CLONE_PARENT makes the new process a child of the
-// daemon, which therefore reaps it and gets its exit status. Returns in the
-// new process; the joining one hands the new pidfd to the parent and exits.
+// joined clones once more. CLONE_PARENT makes the new process a child of the
+// daemon, which therefore reaps it and gets its exit status. Without
+// share_memory this returns in the new process; with it, the new process
+// runs FinishChild on its own stack while this one waits for its exec. The
+// joining process then hands the new pidfd to the parent and exits.
 void CloneIntoJoinedPidNamespace(const ChildPlan& plan) noexcept {
   int pidfd = -1;
-  struct clone_args args;
-  memset(&args, 0, sizeof(args));
-  args.flags = CLONE_PARENT | CLONE_PIDFD;
-  args.pidfd = reinterpret_cast<uintptr_t>(&pidfd);
-  // clone3 requires 0 here with CLONE_PARENT: the new process inherits
-  // our exit signal (SIGCHLD) and reports to our parent.
-  args.exit_signal = 0;
-  long pid = sys::Clone3(&args, sizeof(args));
+  long pid;
+  if (plan.share_memory) {
+    // exit signal 0: with CLONE_PARENT the new process reports to our
+    // parent with our own exit signal (SIGCHLD).
+    pid = clone(FinishChildMain, plan.joined_child_stack,
+                CLONE_VM | CLONE_VFORK | CLONE_PARENT | CLONE_PIDFD,
+                const_cast<ChildPlan*>(&plan), &pidfd);
+  } else {
+    struct clone_args args;
+    memset(&args, 0, sizeof(args));
+    args.flags = CLONE_PARENT | CLONE_PIDFD;
+    args.pidfd = reinterpret_cast<uintptr_t>(&pidfd);
+    // clone3 requires 0 here with CLONE_PARENT, as above.
+    args.exit_signal = 0;
+    pid = sys::Clone3(&args, sizeof(args));
+    if (pid == 0) return;
+  }
   if (pid < 0) FailErrno(plan, Step::kCloneJoined);
-  if (pid == 0) return;
 
   Report report;
   report.kind = Report::kJoinedChild;
@@ -227,35 +248,40 @@ void RunPreExecSteps(const ChildPlan& plan, bool before_credentials) noexcept {
   }
 }
 
-// Closes (cell init) or marks close-on-exec (exec) every descriptor but
-// 0/1/2 and the sync socket. Done before the pre-exec steps, so that a
-// seccomp profile they load need not allow close_range or prctl.
+// Marks every descriptor but 0/1/2 close-on-exec: descriptors the daemon
+// opened without O_CLOEXEC must not leak into a sandbox either (the sync
+// socket already is). Done before the pre-exec steps, so that a seccomp
+// profile they load need not allow close_range.
 void CloseInheritedFds(const ChildPlan& plan) noexcept {
-  if (!plan.cell_init) {
-    // Descriptors the daemon opened without O_CLOEXEC must not leak into a
-    // sandbox either. The sync socket is already CLOEXEC.
-    if (sys::CloseRange(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-      FailErrno(plan, Step::kCloseFds);
-    }
-    return;
-  }
-  // The init never execs, so it would otherwise hold every descriptor the
-  // daemon had open at clone time (listening sockets, the database, other
-  // children's sync sockets) for the life of the cell.
-  const unsigned int sync = static_cast<unsigned int>(plan.sync_fd);
-  if (sync > 3 && sys::CloseRange(3, sync - 1, 0) != 0) {
+  if (sys::CloseRange(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
     FailErrno(plan, Step::kCloseFds);
   }
-  if (sys::CloseRange(sync + 1, ~0U, 0) != 0) FailErrno(plan, Step::kCloseFds);
+}
+
+// The init keeps the sync socket across its exec, as kCellInitSyncFd, and
+// closes it once it runs (see cell_init.h).
+void PassSyncSocketToInit(const ChildPlan& plan) noexcept {
+  int exe_fd = plan.init_exe_fd;
+  if (exe_fd == kCellInitSyncFd) {
+    exe_fd = fcntl(exe_fd, F_DUPFD_CLOEXEC, kCellInitSyncFd + 1);
+    if (exe_fd < 0) FailErrno(plan, Step::kExecve);
+  }
+  if (plan.sync_fd == kCellInitSyncFd) {
+    if (fcntl(kCellInitSyncFd, F_SETFD, 0) != 0) FailErrno(plan, Step::kExecve);
+  } else if (dup2(plan.sync_fd, kCellInitSyncFd) < 0) {
+    FailErrno(plan, Step::kExecve);
+  }
+  // Signals stay blocked: the init waits for them with sigtimedwait, and
+  // any sent before it gets there stay pending across the exec.
+  syscall(SYS_execveat, exe_fd, "", plan.argv, plan.envp, AT_EMPTY_PATH);
+  FailErrno(plan, Step::kExecve);
 }
 
 }  // namespace
 
-void RunChild(const ChildPlan& plan) noexcept {
-  ResetSignalDispositions();
-  if (plan.wait_for_maps) WaitForMaps(plan);
-  JoinNamespaces(plan);
-  if (plan.clone_into_joined_pidns) CloneIntoJoinedPidNamespace(plan);
+namespace {
+
+void FinishChild(const ChildPlan& plan) noexcept {
   JoinCgroups(plan);
   SetUpMounts(plan);
   if (plan.hostname != nullptr &&
@@ -268,24 +294,31 @@ void RunChild(const ChildPlan& plan) noexcept {
   RunPreExecSteps(plan, /*before_credentials=*/true);
   SetCredentials(plan);
   if (chdir(plan.cwd) != 0) FailErrno(plan, Step::kChdir);
-  if (plan.cell_init && prctl(PR_SET_NAME, kCellInitName, 0, 0, 0) != 0) {
-    FailErrno(plan, Step::kSetName);
-  }
   CloseInheritedFds(plan);
   RunPreExecSteps(plan, /*before_credentials=*/false);
 
-  if (plan.cell_init) {
-    // EOF on the sync socket tells the parent the init is running.
-    close(plan.sync_fd);
-    RunCellInit();
-  }
-  // The parent blocked every signal around clone3; the program starts with
-  // none blocked.
+  if (plan.cell_init) PassSyncSocketToInit(plan);
+  // The parent blocked every signal around the clone; the program starts
+  // with none blocked.
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   execve(plan.path, plan.argv, plan.envp);
   FailErrno(plan, Step::kExecve);
+}
+
+}  // namespace
+
+void RunChild(const ChildPlan& plan) noexcept {
+  ResetSignalDispositions(plan);
+  if (plan.wait_for_maps) WaitForMaps(plan);
+  JoinNamespaces(plan);
+  if (plan.clone_into_joined_pidns) CloneIntoJoinedPidNamespace(plan);
+  FinishChild(plan);
+}
+
+int ChildMain(void* plan) noexcept {
+  RunChild(*static_cast<const ChildPlan*>(plan));
 }
 
 }  // namespace mycel::spawn_internal

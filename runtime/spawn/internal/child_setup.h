@@ -76,10 +76,23 @@ inline constexpr struct {
 
 // Everything the child needs, prepared by the parent. Pointers refer to the
 // parent's memory (the request and local arrays), which the child sees as
-// its own copy.
+// its own copy, or, with share_memory, as the same memory while the parent
+// waits.
 struct ChildPlan {
   int sync_fd = -1;  // child end of the socketpair (CLOEXEC)
   bool wait_for_maps = false;
+
+  // The child shares the parent's memory (CLONE_VM|CLONE_VFORK): the
+  // parent's thread is suspended until the child execs or exits. A process
+  // that joins a pid namespace then clones the final process the same way,
+  // on `joined_child_stack` (the highest address of its stack).
+  bool share_memory = false;
+  void* joined_child_stack = nullptr;
+
+  // Signals the parent ignores (bit sig-1): SIG_IGN survives execve, so the
+  // child resets these to SIG_DFL. Handled signals need nothing: they stay
+  // blocked until execve, which resets them.
+  uint64_t ignored_signals = 0;
 
   int join_pidfd = -1;
   int join_namespaces = 0;
@@ -114,16 +127,22 @@ struct ChildPlan {
   const PreExecStep* pre_exec = nullptr;
   size_t pre_exec_count = 0;
 
+  // The cell init: execveat(init_exe_fd, "", argv, envp, AT_EMPTY_PATH)
+  // with the sync socket on kCellInitSyncFd and every signal still blocked
+  // (see cell_init.h). argv and envp are then the init's.
   bool cell_init = false;
+  int init_exe_fd = -1;
   const char* path = nullptr;
   char* const* argv = nullptr;
   char* const* envp = nullptr;
 };
 
-// Runs the steps of `plan` in the child and execs (or becomes the cell
-// init). Never returns: on failure it reports the step and errno on
-// plan.sync_fd and exits with 127.
+// Runs the steps of `plan` in the child and execs. Never returns: on failure
+// it reports the step and errno on plan.sync_fd and exits with 127.
 [[noreturn]] void RunChild(const ChildPlan& plan) noexcept;
+
+// RunChild as the entry point of glibc's clone(2), for share_memory.
+int ChildMain(void* plan) noexcept;
 
 }  // namespace mycel::spawn_internal
 

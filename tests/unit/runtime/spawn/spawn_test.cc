@@ -367,16 +367,28 @@ TEST_CASE("malformed requests are INVALID_ARGUMENT naming the field") {
   CHECK(Spawn(host).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("a failed clone3 names what it was asked to create") {
+TEST_CASE("a cgroup fd that is not a cgroup is named in the error") {
   UniqueFd not_a_cgroup(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   REQUIRE(not_a_cgroup.valid());
   SpawnRequest request = Command({"/bin/true"});
   request.cgroup_dir_fd = not_a_cgroup.get();
+  // The child shares the parent's memory and joins by cgroup.procs.
   auto child = Spawn(request);
+  REQUIRE_FALSE(child.ok());
+  CHECK(absl::StartsWith(child.status().message(),
+                         absl::StrCat("open cgroup.procs of cgroup fd ",
+                                      not_a_cgroup.get(), ": ")));
+  CHECK(UnreapedChildren().empty());
+
+  // A new user namespace takes clone3 with CLONE_INTO_CGROUP, whose error
+  // names what it was asked to create.
+  request.new_namespaces = CLONE_NEWUSER;
+  child = Spawn(request);
   REQUIRE_FALSE(child.ok());
   CHECK(absl::StartsWith(
       child.status().message(),
-      absl::StrCat("clone3 into cgroup fd ", not_a_cgroup.get(), ": ")));
+      absl::StrCat("clone3 new namespaces user into cgroup fd ",
+                   not_a_cgroup.get(), ": ")));
   CHECK(UnreapedChildren().empty());
 }
 
