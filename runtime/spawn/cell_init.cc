@@ -114,7 +114,6 @@ void CellInitHook(int argc, char** argv, char** /*envp*/) {
   if (*a != *b) return;
   Sys(SYS_prctl, PR_SET_NAME, Arg(kCellInitName));
   Sys(SYS_prctl, PR_SET_DUMPABLE, 0);
-  Sys(SYS_close, kCellInitSyncFd);  // Spawn returns
   RunCellInit();
 }
 

@@ -20,6 +20,12 @@
 // static /bin/true does. Being the same binary, the init is always the
 // version of the daemon that started it, even after an upgrade on disk.
 //
+// Spawn returns once the exec has happened, not once the hook runs: the
+// init then already holds the cell's namespaces, which is all an executable
+// needs to join them, and signals sent to it meanwhile stay pending (they
+// are blocked across the exec). Its /proc/PID/cmdline is kCellInitArgv0
+// from the start; its name (comm) becomes kCellInitName a moment later.
+//
 // The init is not dumpable (PR_SET_DUMPABLE 0): a process in the cell cannot
 // open /proc/1/exe (the daemon's binary) or /proc/1/mem without
 // CAP_SYS_PTRACE, which the default capabilities do not grant.
@@ -35,11 +41,6 @@ inline constexpr char kCellInitName[] = "cell-init";
 // in cell_init.cc, so that a binary that spawns cell inits links that file,
 // and with it the hook.
 extern const char kCellInitArgv0[];
-
-// The sync socket of Spawn stays open across the exec on this descriptor;
-// the init closes it once it has set itself up, which tells Spawn that it
-// runs.
-inline constexpr int kCellInitSyncFd = 3;
 
 // After SIGTERM/SIGINT/SIGPWR the init sends SIGTERM to every process of the
 // namespace and waits at most this long for them to go before it exits

@@ -113,8 +113,8 @@ struct SpawnRequest {
   // hit by signals sent to the daemon's terminal or group.
   bool new_session = true;
   std::vector<PreExecStep> pre_exec;
-  // Instead of exec'ing argv, become the built-in cell init (see
-  // cell_init.h); argv is ignored. Spawn returns once the init runs.
+  // Instead of exec'ing argv, exec the built-in cell init (see
+  // cell_init.h); argv and env are ignored.
   bool cell_init = false;
 };
 

@@ -194,9 +194,10 @@ TEST_CASE("myceld is PID 1 of the guest, serves mTLS and powers it off") {
   testing::CommandResult hello =
       guest.Cli({"run", "--isolate", "pid,mount,uts,ipc", "--memory-max", "64M",
                  "--pids-max", "50", "--", "/bin/sh", "-c",
-                 "echo hello-from-guest; cat /proc/1/comm; exit 7"});
+                 "echo hello-from-guest; tr -d '\\0' < /proc/1/cmdline; echo; "
+                 "exit 7"});
   CHECK_MESSAGE(hello.exit_code == 7, hello.err);
-  CHECK(hello.out == "hello-from-guest\ncell-init\n");
+  CHECK(hello.out == "hello-from-guest\nmycel-cell-init\n");
   // The v2 driver enforces memory.max: the hog is OOM-killed (128+9).
   testing::CommandResult hog = guest.Cli(
       {"run", "--memory-max", "16M", "--memory-swap-max", "0", "--", "/bin/sh",

@@ -188,15 +188,15 @@ TEST_CASE("pids.max contains a fork bomb") {
 TEST_CASE("in a pid namespace the cell's own init is PID 1") {
   if (!NeedRoot()) return;
   Node n;
-  auto r = n.Cli(
-      {"run", "--isolate", "pid,mount,uts,ipc", "--name", "pidns", "--", "sh",
-       "-c",
-       "cat /proc/1/comm; echo $$; hostname; ls /proc | grep -c '^[0-9]'"});
+  auto r = n.Cli({"run", "--isolate", "pid,mount,uts,ipc", "--name", "pidns",
+                  "--", "sh", "-c",
+                  "tr -d '\\0' < /proc/1/cmdline; echo; echo $$; hostname; "
+                  "ls /proc | grep -c '^[0-9]'"});
   CHECK(r.exit_code == 0);
   std::vector<std::string> lines =
       absl::StrSplit(r.out, '\n', absl::SkipEmpty());
   REQUIRE(lines.size() == 4);
-  CHECK(lines[0] == "cell-init");
+  CHECK(lines[0] == "mycel-cell-init");
   CHECK(lines[1] != "1");
   CHECK(lines[2] == "pidns");
   int procs = 0;

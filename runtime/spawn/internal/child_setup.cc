@@ -258,22 +258,12 @@ void CloseInheritedFds(const ChildPlan& plan) noexcept {
   }
 }
 
-// The init keeps the sync socket across its exec, as kCellInitSyncFd, and
-// closes it once it runs (see cell_init.h).
-void PassSyncSocketToInit(const ChildPlan& plan) noexcept {
-  int exe_fd = plan.init_exe_fd;
-  if (exe_fd == kCellInitSyncFd) {
-    exe_fd = fcntl(exe_fd, F_DUPFD_CLOEXEC, kCellInitSyncFd + 1);
-    if (exe_fd < 0) FailErrno(plan, Step::kExecve);
-  }
-  if (plan.sync_fd == kCellInitSyncFd) {
-    if (fcntl(kCellInitSyncFd, F_SETFD, 0) != 0) FailErrno(plan, Step::kExecve);
-  } else if (dup2(plan.sync_fd, kCellInitSyncFd) < 0) {
-    FailErrno(plan, Step::kExecve);
-  }
-  // Signals stay blocked: the init waits for them with sigtimedwait, and
-  // any sent before it gets there stay pending across the exec.
-  syscall(SYS_execveat, exe_fd, "", plan.argv, plan.envp, AT_EMPTY_PATH);
+// The init: the running binary, recognised by its argv (see cell_init.h).
+// Signals stay blocked: the init waits for them with sigtimedwait, and any
+// sent before it gets there stay pending across the exec.
+void ExecCellInit(const ChildPlan& plan) noexcept {
+  syscall(SYS_execveat, plan.init_exe_fd, "", plan.argv, plan.envp,
+          AT_EMPTY_PATH);
   FailErrno(plan, Step::kExecve);
 }
 
@@ -297,7 +287,7 @@ void FinishChild(const ChildPlan& plan) noexcept {
   CloseInheritedFds(plan);
   RunPreExecSteps(plan, /*before_credentials=*/false);
 
-  if (plan.cell_init) PassSyncSocketToInit(plan);
+  if (plan.cell_init) ExecCellInit(plan);
   // The parent blocked every signal around the clone; the program starts
   // with none blocked.
   sigset_t none;

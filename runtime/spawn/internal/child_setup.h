@@ -128,8 +128,8 @@ struct ChildPlan {
   size_t pre_exec_count = 0;
 
   // The cell init: execveat(init_exe_fd, "", argv, envp, AT_EMPTY_PATH)
-  // with the sync socket on kCellInitSyncFd and every signal still blocked
-  // (see cell_init.h). argv and envp are then the init's.
+  // with every signal still blocked (see cell_init.h). argv and envp are
+  // then the init's.
   bool cell_init = false;
   int init_exe_fd = -1;
   const char* path = nullptr;

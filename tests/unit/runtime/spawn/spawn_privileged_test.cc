@@ -125,15 +125,23 @@ class Cell final {
 TEST_CASE("an executable joining a cell init sees it as PID 1 of the cell") {
   Cell cell;
   REQUIRE(cell.Start().ok());
-  CHECK(ReadOr(absl::StrCat("/proc/", cell.init().pid(), "/comm")) ==
-        absl::StrCat(kCellInitName, "\n"));
+  // Spawn returns at the exec: argv is the init's at once, its name follows
+  // as soon as the init runs.
+  CHECK(ReadOr(absl::StrCat("/proc/", cell.init().pid(), "/cmdline")) ==
+        std::string(kCellInitArgv0, strlen(kCellInitArgv0) + 1));
+  CHECK(Eventually(
+      [&] {
+        return ReadOr(absl::StrCat("/proc/", cell.init().pid(), "/comm")) ==
+               absl::StrCat(kCellInitName, "\n");
+      },
+      std::chrono::seconds(5)));
   // The init keeps no descriptor of ours but stdio.
   CHECK(StatusField(cell.init().pid(), "NSpid") ==
         absl::StrCat(cell.init().pid(), "\t1"));
 
   auto joined =
-      SpawnAndWait(cell.Exec("cat /proc/1/comm; echo $$; hostname; "
-                             "ls /proc/1/fd | wc -l; exit 7"));
+      SpawnAndWait(cell.Exec("tr -d '\\0' < /proc/1/cmdline; echo; echo $$; "
+                             "hostname; ls /proc/1/fd | wc -l; exit 7"));
   REQUIRE(joined.ok());
   // The exit status reaches us although the process lives in the cell's
   // pid namespace.
@@ -141,7 +149,7 @@ TEST_CASE("an executable joining a cell init sees it as PID 1 of the cell") {
   CHECK(joined->status.code == 7);
   std::vector<std::string> lines = absl::StrSplit(joined->out, '\n');
   REQUIRE(lines.size() >= 4);
-  CHECK(lines[0] == kCellInitName);
+  CHECK(lines[0] == kCellInitArgv0);
   CHECK(lines[1] != "1");
   CHECK(lines[1] != "");
   CHECK(lines[2] == "c1");
