@@ -442,8 +442,8 @@ absl::Status CellManager::Launch(Cell* cell, Exe* exe,
                           /*before_credentials=*/true});
   req.pre_exec.push_back({"seccomp", ApplySeccompStep, &cell->seccomp});
 
-  absl::StatusOr<CgroupStats> before = cgroups_->Stats(cell->spec.name());
-  exe->oom_baseline = before.ok() ? before->oom_kills : 0;
+  absl::StatusOr<uint64_t> before = cgroups_->OomKills(cell->spec.name());
+  exe->oom_baseline = before.ok() ? *before : 0;
   uint64_t generation = ++exe->generation;
   std::string cname = cell->spec.name(), ename = exe->spec.name();
   absl::StatusOr<Child> child =
@@ -561,9 +561,9 @@ void CellManager::OnExit(const std::string& cname, const std::string& ename,
     clean = exit->status == 0;
   } else {
     st.set_signal(exit->status);
-    absl::StatusOr<CgroupStats> stats = cgroups_->Stats(cname);
-    if (exit->status == SIGKILL && stats.ok() &&
-        stats->oom_kills > exe->oom_baseline) {
+    absl::StatusOr<uint64_t> oom_kills = cgroups_->OomKills(cname);
+    if (exit->status == SIGKILL && oom_kills.ok() &&
+        *oom_kills > exe->oom_baseline) {
       st.set_oom_killed(true);
       st.set_message(
           "killed by the OOM killer: the cell's memory limit was reached");

@@ -333,21 +333,22 @@ absl::Status CgroupV1::Apply(const std::string& cell,
 
 absl::Status CgroupV1::Create(const std::string& cell,
                               const CgroupLimits& limits) {
-  ASSIGN_OR_RETURN(std::vector<std::string> existing, ExistingDirs(cell));
-  if (!existing.empty()) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("cell ", cell, " already exists (", existing[0], ")"));
-  }
+  RETURN_IF_ERROR(CheckCellName(cell));
   std::vector<std::string> created;
   absl::Status status;
   for (const std::string& root : hierarchies_) {
     std::string dir = absl::StrCat(root, "/", cell);
     status = fs_->MakeDir(dir);
+    if (absl::IsAlreadyExists(status)) {
+      status = absl::AlreadyExistsError(
+          absl::StrCat("cell ", cell, " already exists (", dir, ")"));
+    }
     if (!status.ok()) break;
     created.push_back(std::move(dir));
   }
   if (status.ok()) status = Apply(cell, limits);
   if (status.ok()) return absl::OkStatus();
+  // Only what this call created: a cell that already exists stays whole.
   for (auto it = created.rbegin(); it != created.rend(); ++it) {
     absl::Status removed = fs_->RemoveDir(*it);
     if (!removed.ok()) {
@@ -365,11 +366,15 @@ absl::Status CgroupV1::Update(const std::string& cell,
 }
 
 absl::StatusOr<CgroupJoin> CgroupV1::OpenJoin(const std::string& cell) {
-  RETURN_IF_ERROR(RequireCell(cell));
+  RETURN_IF_ERROR(CheckCellName(cell));
   CgroupJoin join;
   for (const std::string& root : hierarchies_) {
     std::string procs = absl::StrCat(root, "/", cell, "/cgroup.procs");
     UniqueFd fd(open(procs.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd && errno == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat("cell ", cell, ": no cgroup at ", root, "/", cell));
+    }
     if (!fd) return PosixError(absl::StrCat("open ", procs), errno);
     join.procs_fds.push_back(std::move(fd));
   }
@@ -388,13 +393,18 @@ absl::Status CgroupV1::AddProcess(const std::string& cell, pid_t pid) {
 absl::StatusOr<std::vector<pid_t>> CgroupV1::Pids(const std::string& cell) {
   // The union over hierarchies: a process that joined only some of them
   // (a failed AddProcess) still belongs to the cell.
-  ASSIGN_OR_RETURN(std::vector<std::string> dirs, ExistingDirs(cell));
-  if (dirs.empty()) {
-    return absl::NotFoundError(absl::StrCat("cell ", cell, " does not exist"));
-  }
+  RETURN_IF_ERROR(CheckCellName(cell));
   std::vector<pid_t> pids;
-  for (const std::string& dir : dirs) {
-    RETURN_IF_ERROR(cgroup_internal::CollectPids(dir, &pids));
+  bool found = false;
+  for (const std::string& root : hierarchies_) {
+    absl::Status s =
+        cgroup_internal::CollectPids(absl::StrCat(root, "/", cell), &pids);
+    if (absl::IsNotFound(s)) continue;
+    RETURN_IF_ERROR(s);
+    found = true;
+  }
+  if (!found) {
+    return absl::NotFoundError(absl::StrCat("cell ", cell, " does not exist"));
   }
   cgroup_internal::SortUnique(&pids);
   return pids;
@@ -415,11 +425,19 @@ absl::Status CgroupV1::KillAll(const std::string& cell) {
   // not fork empties after one SIGKILL pass; only one that keeps forking
   // needs the freezer's race-free pass below.
   RETURN_IF_ERROR(cgroup_internal::KillPids(pids));
+  // A task leaves the cgroups of every hierarchy at once when it exits, so
+  // while they die, watching the first hierarchy is enough; the union over
+  // all of them is read once more when it looks empty.
+  const std::string first = absl::StrCat(hierarchies_.front(), "/", cell);
   ASSIGN_OR_RETURN(
       bool drained,
       cgroup_internal::PollUntil(
           absl::Now() + absl::Milliseconds(50), [&]() -> absl::StatusOr<bool> {
-            ASSIGN_OR_RETURN(std::vector<pid_t> left, Pids(cell));
+            std::vector<pid_t> left;
+            absl::Status s = cgroup_internal::CollectPids(first, &left);
+            if (!s.ok() && !absl::IsNotFound(s)) return s;
+            if (!left.empty()) return false;
+            ASSIGN_OR_RETURN(left, Pids(cell));
             return left.empty();
           }));
   if (drained) return absl::OkStatus();
@@ -468,6 +486,21 @@ absl::Status CgroupV1::KillAll(const std::string& cell) {
 }
 
 absl::Status CgroupV1::Destroy(const std::string& cell) {
+  RETURN_IF_ERROR(CheckCellName(cell));
+  // The usual case first: an empty leaf in every hierarchy, one rmdir each.
+  // Anything else (processes left, child cgroups, a failure) is left to
+  // the careful path below, which names what is in the way.
+  bool removed_any = false, missing_all = true, fast = true;
+  for (const std::string& root : hierarchies_) {
+    absl::Status s = fs_->RemoveDir(absl::StrCat(root, "/", cell));
+    removed_any |= s.ok();
+    missing_all &= absl::IsNotFound(s);
+    if (!s.ok() && !absl::IsNotFound(s)) fast = false;
+  }
+  if (fast && removed_any) return absl::OkStatus();
+  if (missing_all) {
+    return absl::NotFoundError(absl::StrCat("cell ", cell, " does not exist"));
+  }
   ASSIGN_OR_RETURN(std::vector<std::string> dirs, ExistingDirs(cell));
   if (dirs.empty()) {
     return absl::NotFoundError(absl::StrCat("cell ", cell, " does not exist"));
@@ -485,6 +518,13 @@ absl::Status CgroupV1::Destroy(const std::string& cell) {
     if (first.ok()) first = removed;
   }
   return Annotate(first, absl::StrCat("destroy cell ", cell));
+}
+
+absl::StatusOr<uint64_t> CgroupV1::OomKills(const std::string& cell) {
+  RETURN_IF_ERROR(CheckCellName(cell));
+  std::string oom_path = CellDir("memory", cell) + "/memory.oom_control";
+  ASSIGN_OR_RETURN(auto oom, ReadKeyedFile(oom_path));
+  return KeyedUint64(oom, "oom_kill", oom_path, 0);
 }
 
 absl::StatusOr<CgroupStats> CgroupV1::Stats(const std::string& cell) {

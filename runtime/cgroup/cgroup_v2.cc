@@ -314,6 +314,13 @@ absl::Status CgroupV2::Destroy(const std::string& cell) {
                   absl::StrCat("destroy cell ", cell));
 }
 
+absl::StatusOr<uint64_t> CgroupV2::OomKills(const std::string& cell) {
+  RETURN_IF_ERROR(CheckCellName(cell));
+  std::string events_path = CellDir(cell) + "/memory.events";
+  ASSIGN_OR_RETURN(auto events, ReadKeyedFile(events_path));
+  return KeyedUint64(events, "oom_kill", events_path, 0);
+}
+
 absl::StatusOr<CgroupStats> CgroupV2::Stats(const std::string& cell) {
   ASSIGN_OR_RETURN(std::string dir, ExistingCell(cell));
   CgroupStats stats;

@@ -58,6 +58,7 @@ class CgroupV2 final : public CgroupDriver {
   absl::Status KillAll(const std::string& cell) override;
   absl::Status Destroy(const std::string& cell) override;
   absl::StatusOr<CgroupStats> Stats(const std::string& cell) override;
+  absl::StatusOr<uint64_t> OomKills(const std::string& cell) override;
   absl::StatusOr<bool> Exists(const std::string& cell) override;
   absl::StatusOr<std::vector<std::string>> List() override;
 

@@ -173,6 +173,12 @@ absl::Status CollectPids(const std::string& dir, std::vector<pid_t>* out) {
   absl::StatusOr<std::vector<pid_t>> pids = ParsePids(text);
   if (!pids.ok()) return Annotate(pids.status(), procs);
   out->insert(out->end(), pids->begin(), pids->end());
+  // A directory's link count is 2 plus its subdirectories (cgroupfs keeps
+  // it so too): a leaf, the usual cell, needs no listing.
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_nlink == 2) {
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(std::vector<std::string> children, ListSubdirs(dir));
   for (const std::string& child : children) {
     // A child cgroup removed since the listing had no processes left.
@@ -183,6 +189,8 @@ absl::Status CollectPids(const std::string& dir, std::vector<pid_t>* out) {
 }
 
 absl::Status RemoveCgroupTree(CgroupFs& fs, const std::string& dir) {
+  // A leaf without processes, the usual case, goes in one call.
+  if (fs.RemoveDir(dir).ok()) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<std::string> children, ListSubdirs(dir));
   for (const std::string& child : children) {
     RETURN_IF_ERROR(RemoveCgroupTree(fs, absl::StrCat(dir, "/", child)));
