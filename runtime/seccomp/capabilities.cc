@@ -178,15 +178,16 @@ int ApplyCapabilitiesInChild(const PreparedCapabilities& caps) noexcept {
 
   for (int cap = 0; cap <= caps.last_cap; ++cap) {
     if (caps.set.Has(cap)) continue;
-    long in_bounding = syscall(SYS_prctl, PR_CAPBSET_READ,
-                               static_cast<unsigned long>(cap), 0UL, 0UL, 0UL);
-    if (in_bounding < 0) return errno;
-    // Dropping what is already gone would still need CAP_SETPCAP.
-    if (in_bounding == 0) continue;
-    if (syscall(SYS_prctl, PR_CAPBSET_DROP, static_cast<unsigned long>(cap),
-                0UL, 0UL, 0UL) != 0) {
-      return errno;
+    const unsigned long c = static_cast<unsigned long>(cap);
+    if (syscall(SYS_prctl, PR_CAPBSET_DROP, c, 0UL, 0UL, 0UL) == 0) continue;
+    const int error = errno;
+    // Dropping what is already gone still needs CAP_SETPCAP: only then ask
+    // (one call per capability, not two, in the usual case).
+    if (error == EPERM &&
+        syscall(SYS_prctl, PR_CAPBSET_READ, c, 0UL, 0UL, 0UL) == 0) {
+      continue;
     }
+    return error;
   }
 
   if (syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0UL, 0UL,

@@ -228,11 +228,15 @@ absl::StatusOr<std::vector<struct sock_filter>> BuildSeccompFilter(
   int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH,
                             SCMP_ACT_KILL_PROCESS);
   if (rc < 0) return LibseccompError("seccomp_attr_set(ACT_BADARCH)", rc);
-  // libseccomp's default linear layout, not its binary tree
-  // (SCMP_FLTATR_CTL_OPTIMIZE=2): the tree makes seccomp_export_bpf about
-  // 7 times slower here, and it buys little at run time, because since
-  // Linux 5.11 the kernel caches "always allowed" per syscall number and
-  // skips the BPF program for those entirely.
+  // libseccomp's binary tree layout (SCMP_FLTATR_CTL_OPTIMIZE=2), not its
+  // default linear one. Loading the program costs every executable: at
+  // seccomp(2) the kernel evaluates the filter once for every syscall number
+  // of every arch to build its "always allowed" cache (Linux 5.11+), which
+  // is quadratic for a linear list of ~400 rules and logarithmic for a tree.
+  // The export is slower (the program is compiled once per profile and
+  // cached, see seccomp_profile.cc).
+  rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2);
+  if (rc < 0) return LibseccompError("seccomp_attr_set(CTL_OPTIMIZE)", rc);
 
   // Unconditional rules first. On x86 libseccomp turns socket(2) rules into
   // socketcall(SYS_SOCKET, ...) rules without the argument checks (they sit
