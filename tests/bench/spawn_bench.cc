@@ -9,10 +9,11 @@
 //   posix_spawn /bin/true + waitpid
 //   Spawn /bin/true + Wait
 //   Spawn /bin/true joining a cell init (pid+mnt+uts+ipc) + Wait
-//   Spawn cell init (pid+mnt+uts+ipc, proc, hostname), until it runs
+//   Spawn cell init (pid+mnt+uts+ipc, proc, hostname), until its exec
 //   posix_spawn myceld --version + waitpid   (with --myceld)
-// --heap-mb touches M MiB of heap first: Spawn clones without CLONE_VM, so
-// its cost grows with the parent's mapped memory, as a daemon's would.
+// --heap-mb touches M MiB of heap first, as a daemon's would be: a clone
+// without CLONE_VM (user namespaces) grows with the parent's mapped memory;
+// Spawn's usual CLONE_VM|CLONE_VFORK path should not.
 // Needs root for the namespace rows (they are skipped otherwise).
 #include <fcntl.h>
 #include <sched.h>
@@ -180,7 +181,7 @@ int main(int argc, char** argv) {
     (void)init->Signal(SIGKILL);
     (void)init->Wait();
 
-    add(Measure("Spawn cell init (pid+mnt+uts+ipc+proc), until it runs", runs,
+    add(Measure("Spawn cell init (pid+mnt+uts+ipc+proc), until its exec", runs,
                 [] {
                   auto cell = mycel::Spawn(CellInitRequest());
                   if (!cell.ok()) return false;
