@@ -1,10 +1,12 @@
-// The code that runs in a freshly cloned child between clone3 and execve.
+// The code that runs in a freshly cloned child between clone and execve.
 //
 // Everything here is async-signal-safe: the child of a multi-threaded
 // process may find any lock (malloc's, stdio's, glibc's thread list) held
-// forever by a thread that does not exist in it. So the plan below holds
-// only plain values and pointers into memory the parent prepared before the
-// clone, and the child makes system calls and nothing else.
+// forever by a thread that does not exist in it, and a child that shares
+// the parent's memory must not change anything the parent's other threads
+// use. So the plan below holds only plain values and pointers into memory
+// the parent prepared before the clone, and the child makes system calls
+// and nothing else (writing only its own stack and errno).
 #ifndef MYCEL_RUNTIME_SPAWN_INTERNAL_CHILD_SETUP_H_
 #define MYCEL_RUNTIME_SPAWN_INTERNAL_CHILD_SETUP_H_
 
