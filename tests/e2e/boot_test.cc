@@ -194,7 +194,9 @@ TEST_CASE("myceld is PID 1 of the guest, serves mTLS and powers it off") {
   testing::CommandResult hello =
       guest.Cli({"run", "--isolate", "pid,mount,uts,ipc", "--memory-max", "64M",
                  "--pids-max", "50", "--", "/bin/sh", "-c",
-                 "echo hello-from-guest; tr -d '\\0' < /proc/1/cmdline; echo; "
+                 "echo hello-from-guest; for i in $(seq 500); do "
+                 "c=$(tr -d '\\0' < /proc/1/cmdline); [ -n \"$c\" ] && break; "
+                 "done; echo \"$c\"; "
                  "exit 7"});
   CHECK_MESSAGE(hello.exit_code == 7, hello.err);
   CHECK(hello.out == "hello-from-guest\nmycel-cell-init\n");

@@ -188,10 +188,14 @@ TEST_CASE("pids.max contains a fork bomb") {
 TEST_CASE("in a pid namespace the cell's own init is PID 1") {
   if (!NeedRoot()) return;
   Node n;
-  auto r = n.Cli({"run", "--isolate", "pid,mount,uts,ipc", "--name", "pidns",
-                  "--", "sh", "-c",
-                  "tr -d '\\0' < /proc/1/cmdline; echo; echo $$; hostname; "
-                  "ls /proc | grep -c '^[0-9]'"});
+  auto r =
+      n.Cli({"run", "--isolate", "pid,mount,uts,ipc", "--name", "pidns", "--",
+             "sh", "-c",
+             // The init's argv is visible once its exec is done,
+             // which may be a moment after the command starts.
+             "for i in $(seq 500); do c=$(tr -d '\\0' < /proc/1/cmdline); "
+             "[ -n \"$c\" ] && break; done; echo \"$c\"; echo $$; hostname; "
+             "ls /proc | grep -c '^[0-9]'"});
   CHECK(r.exit_code == 0);
   std::vector<std::string> lines =
       absl::StrSplit(r.out, '\n', absl::SkipEmpty());
