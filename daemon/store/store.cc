@@ -66,6 +66,13 @@ absl::Status OpenImpl(const std::string& path, const Store::Options& options,
       nullptr);
   DbHandle db(raw);
   if (rc != SQLITE_OK) return SqliteError("open", db.get(), rc);
+  // One myceld per state directory (the daemon lock) and one connection:
+  // holding the file lock for good spares every transaction its lock and
+  // unlock system calls, and set before the first access of a WAL database
+  // it keeps the WAL index in memory instead of a shared-memory file. Other
+  // processes cannot read the database while myceld runs (SQLITE_BUSY).
+  // The pragma only sets a flag; it reads nothing.
+  RETURN_IF_ERROR(Exec(db.get(), "PRAGMA locking_mode=EXCLUSIVE"));
   // Reading the header is the first thing that notices a file that is not
   // a database, so do it before changing any setting.
   ASSIGN_OR_RETURN(int version, UserVersion(db.get()));
