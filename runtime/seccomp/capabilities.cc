@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <linux/capability.h>
+#include <linux/securebits.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -203,6 +204,16 @@ int ApplyCapabilitiesInChild(const PreparedCapabilities& caps) noexcept {
   header = {_LINUX_CAPABILITY_VERSION_3, 0};
   if (syscall(SYS_capset, &header, data) != 0) return errno;
 
+  // The ambient set only matters to a process that is not root when it
+  // execs: root (unless SECBIT_NOROOT) gets the bounding set, which is now
+  // `caps.set`, and a root process that changes its uid later loses its
+  // ambient set with that change. Raising it costs a call per capability.
+  if (syscall(SYS_getuid) == 0 && syscall(SYS_geteuid) == 0) {
+    const long securebits =
+        syscall(SYS_prctl, PR_GET_SECUREBITS, 0UL, 0UL, 0UL, 0UL);
+    if (securebits < 0) return errno;
+    if ((securebits & SECBIT_NOROOT) == 0) return 0;
+  }
   for (int cap = 0; cap <= caps.last_cap; ++cap) {
     if (!caps.set.Has(cap)) continue;
     if (syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE,

@@ -55,13 +55,15 @@ absl::StatusOr<PreparedCapabilities> PrepareCapabilities(CapabilitySet set);
 
 // In the child, after uid/gid changes and before seccomp and execve.
 // Async-signal-safe: raw syscalls only, no allocation. Leaves the process
-// with exactly `caps.set` in its bounding, permitted, effective, inheritable
-// and ambient sets, so that it keeps exactly these across execve whether it
-// runs as root (the kernel grants root the bounding set) or not (the ambient
-// set carries them). Steps: raise effective to permitted (so that the
-// bounding set can be changed), drop every other capability from the
-// bounding set (PR_CAPBSET_DROP, 0..last_cap), clear the ambient set,
-// capset(2) effective/permitted/inheritable, raise each ambient capability.
+// with exactly `caps.set` in its bounding, permitted, effective and
+// inheritable sets, so that it keeps exactly these across execve whether it
+// runs as root (the kernel grants root the bounding set) or not (the
+// ambient set carries them, so it is raised only for a process that is not
+// root, or root under SECBIT_NOROOT). Steps: raise effective to permitted
+// (so that the bounding set can be changed), drop every other capability
+// from the bounding set (PR_CAPBSET_DROP, 0..last_cap), clear the ambient
+// set, capset(2) effective/permitted/inheritable, and, for a non-root
+// process, raise each ambient capability.
 // Returns 0 or an errno value: EPERM when the process does not hold a
 // capability of the set or lacks CAP_SETPCAP to shrink the bounding set
 // (a non-root uid keeps its capabilities across setresuid only with
