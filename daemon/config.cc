@@ -45,6 +45,8 @@ const std::map<std::string, Setter>& FlagSetters() {
        [](DaemonConfig* c, const std::string& v) { c->set_module_dir(v); }},
       {"hostname",
        [](DaemonConfig* c, const std::string& v) { c->set_hostname(v); }},
+      {"cgroup-subtree",
+       [](DaemonConfig* c, const std::string& v) { c->set_cgroup_subtree(v); }},
   };
   return *setters;
 }
@@ -98,6 +100,19 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
         port > 65535) {
       return absl::InvalidArgumentError(absl::StrCat(
           "listen: want HOST:PORT with a port in 0..65535, got \"", hp, "\""));
+    }
+  }
+  if (!config.cgroup_subtree().empty()) {
+    absl::string_view sub = config.cgroup_subtree();
+    bool ok = sub.front() != '/' && sub.back() != '/';
+    for (absl::string_view part : absl::StrSplit(sub, '/')) {
+      ok = ok && !part.empty() && part != "." && part != "..";
+    }
+    if (!ok || sub.find('\0') != absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cgroup_subtree: want a relative path of names such as "
+                       "\"mycel\" or \"mycel/node-b\", got \"",
+                       sub, "\""));
     }
   }
   int tls = !config.tls_cert().empty() + !config.tls_key().empty() +
@@ -207,6 +222,9 @@ flags (each also settable in the --config JSON file, as state_dir etc.):
                        is given)
   --module-dir DIR     where PID 1 finds the .ko files of "modules"
   --hostname NAME      hostname PID 1 sets (default: the node name)
+  --cgroup-subtree P   where cells live below each cgroup mount, e.g.
+                       mycel/node-b (default mycel); two myceld on one
+                       host need different ones
   --version            print the version and exit
   -h, --help           print this help
 )";

@@ -13,6 +13,7 @@ namespace mycel {
 inline constexpr char kDefaultStateDir[] = "/var/lib/mycel";
 inline constexpr char kDefaultSocket[] = "/run/mycel/mycel.sock";
 inline constexpr char kPid1Config[] = "/etc/mycel/myceld.json";
+inline constexpr char kDefaultCgroupSubtree[] = "mycel";
 
 struct DaemonFlags {
   mycel::v1::DaemonConfig config;

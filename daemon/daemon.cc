@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "daemon/config.h"
 #include "runtime/fs.h"
 #include "runtime/host_info.h"
 #include "runtime/log.h"
@@ -212,8 +213,10 @@ absl::Status Daemon::Start() {
 }
 
 void Daemon::StartCells(const HostInfo& host) {
-  absl::StatusOr<std::unique_ptr<CgroupDriver>> driver =
-      NewCgroupDriver(host.cgroup_mode, "/sys/fs/cgroup", "mycel");
+  absl::StatusOr<std::unique_ptr<CgroupDriver>> driver = NewCgroupDriver(
+      host.cgroup_mode, "/sys/fs/cgroup",
+      config_.cgroup_subtree().empty() ? std::string(kDefaultCgroupSubtree)
+                                       : config_.cgroup_subtree());
   absl::Status s = driver.status();
   if (s.ok()) {
     cells::CellManager::Options opts;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "mycel/v1/cells.grpc.pb.h"
+#include "runtime/fs.h"
 #include "tests/testing/process.h"
 
 namespace mycel {
@@ -57,7 +58,10 @@ mycel::v1::Executable WaitFor(
 
 class Node {
  public:
-  Node() : d_(dir_.path()) { REQUIRE(d_.Start()); }
+  explicit Node(std::vector<std::string> extra = {})
+      : d_(dir_.path(), std::move(extra)) {
+    REQUIRE(d_.Start());
+  }
   DaemonProcess& d() { return d_; }
   CommandResult Cli(std::vector<std::string> args) {
     return d_.Cli(std::move(args));
@@ -71,6 +75,46 @@ class Node {
   TempDir dir_;
   DaemonProcess d_;
 };
+
+TEST_CASE("two nodes on one host keep same-named cells apart by subtree") {
+  if (!NeedRoot()) return;
+  const std::string sub_a = absl::StrCat("mycel-test-a-", getpid());
+  const std::string sub_b = absl::StrCat("mycel-test-b-", getpid());
+  // Where the kernel keeps a cell's memory limit: v1 per controller, v2 in
+  // the one tree.
+  auto limit = [](const std::string& sub) {
+    absl::StatusOr<std::string> v1 = ReadFile(absl::StrCat(
+        "/sys/fs/cgroup/memory/", sub, "/same/memory.limit_in_bytes"));
+    if (v1.ok()) return *v1;
+    return ReadFile(absl::StrCat("/sys/fs/cgroup/", sub, "/same/memory.max"))
+        .value_or("");
+  };
+  {
+    Node a({"--cgroup-subtree", sub_a});
+    Node b({"--cgroup-subtree", sub_b});
+    CHECK(a.Cli({"cell", "create", "same", "--memory-max", "32M"}).exit_code ==
+          0);
+    CHECK(b.Cli({"cell", "create", "same", "--memory-max", "48M"}).exit_code ==
+          0);
+    CHECK(limit(sub_a) == absl::StrCat(32 << 20, "\n"));
+    CHECK(limit(sub_b) == absl::StrCat(48 << 20, "\n"));
+    // Deleting one leaves the other whole.
+    CHECK(a.Cli({"cell", "rm", "same"}).exit_code == 0);
+    CHECK(limit(sub_a).empty());
+    CHECK(limit(sub_b) == absl::StrCat(48 << 20, "\n"));
+    CommandResult run = b.Cli({"exec", "same", "--", "/bin/true"});
+    CHECK_MESSAGE(run.exit_code == 0, run.err);
+    CHECK(b.Cli({"cell", "rm", "--force", "same"}).exit_code == 0);
+  }
+  // The subtrees themselves are the test's to remove.
+  for (const std::string& sub : {sub_a, sub_b}) {
+    rmdir(absl::StrCat("/sys/fs/cgroup/", sub).c_str());
+    for (const char* c :
+         {"cpu", "cpuacct", "memory", "pids", "freezer", "cpuset"}) {
+      rmdir(absl::StrCat("/sys/fs/cgroup/", c, "/", sub).c_str());
+    }
+  }
+}
 
 TEST_CASE("bad cell input is INVALID_ARGUMENT naming the field") {
   if (!NeedRoot()) return;

@@ -59,6 +59,15 @@ TEST_CASE("bad input names the flag or field") {
   std::string long_sock(120, 's');
   auto sock = ParseDaemonFlags({"--socket", "/" + long_sock});
   CHECK(sock.status().message().find("socket:") == 0);
+  for (const char* bad : {"/abs", "a/../b", "a//b", "trailing/", ".", ".."}) {
+    auto subtree = ParseDaemonFlags({"--cgroup-subtree", bad});
+    CHECK_MESSAGE(subtree.status().code() == absl::StatusCode::kInvalidArgument,
+                  bad);
+    CHECK_MESSAGE(subtree.status().message().find("cgroup_subtree:") == 0, bad);
+  }
+  auto nested = ParseDaemonFlags({"--cgroup-subtree", "mycel/node-b"});
+  REQUIRE(nested.ok());
+  CHECK(nested->config.cgroup_subtree() == "mycel/node-b");
   for (const auto& s : {unknown.status(), missing.status(), relative.status(),
                         level.status(), tls.status()}) {
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
