@@ -267,10 +267,11 @@ class ChildStacks final {
   char* base_ = nullptr;
 };
 
-// The signals this process ignores, from /proc/self/status ("SigIgn:"), as
-// a mask with bit sig-1; all of them when it cannot be read, so that the
-// child resets every signal rather than miss one.
-uint64_t IgnoredSignals() {
+// The signals whose disposition is not SIG_DFL in this process, from
+// /proc/self/status (SigIgn | SigCgt), as a mask with bit sig-1; all of
+// them when it cannot be read, so that the child resets every signal
+// rather than miss one.
+uint64_t SignalsToReset() {
   constexpr uint64_t kAll = ~uint64_t{0};
   UniqueFd fd(open("/proc/self/status", O_RDONLY | O_CLOEXEC));
   if (!fd) return kAll;
@@ -284,12 +285,17 @@ uint64_t IgnoredSignals() {
     if (len == sizeof(buf) - 1) break;
   }
   buf[len] = '\0';
-  const char* line = strstr(buf, "\nSigIgn:");
-  if (line == nullptr) return kAll;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long mask = strtoull(line + 9, &end, 16);
-  if (errno != 0 || end == line + 9) return kAll;
+  uint64_t mask = 0;
+  for (const char* key : {"\nSigIgn:", "\nSigCgt:"}) {
+    const char* line = strstr(buf, key);
+    if (line == nullptr) return kAll;
+    const char* digits = line + strlen(key);
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long bits = strtoull(digits, &end, 16);
+    if (errno != 0 || end == digits) return kAll;
+    mask |= bits;
+  }
   return mask;
 }
 
@@ -467,7 +473,7 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   plan.wait_for_maps = new_user;
   plan.share_memory = share_memory;
   if (share_memory) plan.joined_child_stack = stacks.second_top();
-  plan.ignored_signals = IgnoredSignals();
+  plan.reset_signals = SignalsToReset();
   plan.join_pidfd = request.join_pidfd;
   plan.join_namespaces = request.join_namespaces;
   plan.clone_into_joined_pidns = (request.join_namespaces & CLONE_NEWPID) != 0;

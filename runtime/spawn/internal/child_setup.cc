@@ -42,18 +42,20 @@ namespace {
 }
 
 // Ignored signals (SIGPIPE in any network daemon) would stay ignored across
-// exec; handled ones are reset by exec itself and stay blocked until then.
-// Only those the parent found ignored are reset: a system call is not cheap
-// everywhere (tens of microseconds under some hypervisors), and a loop over
-// all 64 signals cost more than the rest of the child's setup.
+// exec, and the daemon's handlers must not run here: every signal stays
+// blocked until just before execve, and by then those are SIG_DFL. Only
+// the signals the parent found ignored or handled are reset: a system call
+// is not cheap everywhere (tens of microseconds under some hypervisors), and
+// a loop over all 64 signals cost more than the rest of the child's setup.
 void ResetSignalDispositions(const ChildPlan& plan) noexcept {
   struct sigaction dfl;
   memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig <= 64; ++sig) {
-    if ((plan.ignored_signals & (uint64_t{1} << (sig - 1))) == 0) continue;
+    if ((plan.reset_signals & (uint64_t{1} << (sig - 1))) == 0) continue;
     if (sig == SIGKILL || sig == SIGSTOP) continue;
-    // glibc refuses its internal real-time signals with EINVAL; harmless.
+    // glibc refuses its internal real-time signals with EINVAL; they are
+    // sent only to threads of the daemon, never to this process.
     sigaction(sig, &dfl, nullptr);
   }
 }

@@ -91,10 +91,12 @@ struct ChildPlan {
   bool share_memory = false;
   void* joined_child_stack = nullptr;
 
-  // Signals the parent ignores (bit sig-1): SIG_IGN survives execve, so the
-  // child resets these to SIG_DFL. Handled signals need nothing: they stay
-  // blocked until execve, which resets them.
-  uint64_t ignored_signals = 0;
+  // Signals the parent ignores or handles (bit sig-1), which the child
+  // resets to SIG_DFL: SIG_IGN would survive execve, and a handler of the
+  // daemon's must never run in the child (with share_memory it would run
+  // on the daemon's memory) in the moment between unblocking signals and
+  // execve.
+  uint64_t reset_signals = 0;
 
   int join_pidfd = -1;
   int join_namespaces = 0;
