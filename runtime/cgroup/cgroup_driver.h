@@ -128,7 +128,9 @@ class CgroupDriver {
   // survivors otherwise. Processes cannot escape by forking meanwhile.
   virtual absl::Status KillAll(const std::string& cell) = 0;
   // Removes the cell (every hierarchy, children first). FAILED_PRECONDITION
-  // naming the cell if processes remain; NOT_FOUND if there is no cell.
+  // naming the cell if processes remain (on v1, the hierarchies that held
+  // none may already be gone; call again once the processes are);
+  // NOT_FOUND if there is no cell.
   virtual absl::Status Destroy(const std::string& cell) = 0;
   virtual absl::StatusOr<CgroupStats> Stats(const std::string& cell) = 0;
   // CgroupStats::oom_kills alone: one file read instead of Stats' half
