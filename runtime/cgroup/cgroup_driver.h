@@ -85,14 +85,15 @@ struct CgroupStats {
   int64_t memory_file = 0;
 };
 
-// Fds a freshly forked child uses to enter the cell's cgroup before exec,
-// using only async-signal-safe calls: write(fd, "0", 1) moves the writer.
+// Fds a freshly cloned child uses to enter the cell's cgroup before exec,
+// using only async-signal-safe calls. Exactly one of the two is set.
 struct CgroupJoin {
-  // cgroup.procs of the cell, opened O_WRONLY|O_CLOEXEC, one per hierarchy
-  // (v1: one per distinct controller mount; v2: one).
+  // v1: cgroup.procs of the cell, opened O_WRONLY|O_CLOEXEC, one per
+  // distinct controller mount; write(fd, "0", 1) moves the writer.
   std::vector<UniqueFd> procs_fds;
-  // v2 only: an O_DIRECTORY fd of the cell cgroup, usable with clone3's
-  // CLONE_INTO_CGROUP. Invalid on v1.
+  // v2: an O_DIRECTORY fd of the cell cgroup, for clone3's
+  // CLONE_INTO_CGROUP, or to open its cgroup.procs (SpawnRequest's
+  // cgroup_dir_fd does whichever its clone allows).
   UniqueFd dir_fd;
 };
 

@@ -205,10 +205,6 @@ absl::Status CgroupV2::Update(const std::string& cell,
 absl::StatusOr<CgroupJoin> CgroupV2::OpenJoin(const std::string& cell) {
   ASSIGN_OR_RETURN(std::string dir, ExistingCell(cell));
   CgroupJoin join;
-  std::string procs = dir + "/cgroup.procs";
-  UniqueFd procs_fd(open(procs.c_str(), O_WRONLY | O_CLOEXEC));
-  if (!procs_fd) return PosixError(absl::StrCat("open ", procs), errno);
-  join.procs_fds.push_back(std::move(procs_fd));
   join.dir_fd.reset(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!join.dir_fd) return PosixError(absl::StrCat("open ", dir), errno);
   return join;

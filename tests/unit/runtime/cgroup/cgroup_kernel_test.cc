@@ -9,6 +9,7 @@
 // assertion fails.
 #include <doctest/doctest.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
@@ -188,13 +189,17 @@ std::string Read(const std::string& path) {
 
 // Forks a child that joins the cell through `join` (async-signal-safe
 // writes, as the spawn layer will do) and exits with body()'s result;
-// 120+i if joining hierarchy i failed. The test binary is single-threaded,
-// so the child may run ordinary code.
+// 120+i if joining v1 hierarchy i failed, 119 if joining the v2 cgroup did. The
+// test binary is single-threaded, so the child may run ordinary code.
 pid_t ForkInCell(const CgroupJoin& join, const std::function<int()>& body) {
   pid_t pid = fork();
   if (pid != 0) return pid;
   for (size_t i = 0; i < join.procs_fds.size(); ++i) {
     if (write(join.procs_fds[i].get(), "0", 1) != 1) _exit(120 + i);
+  }
+  if (join.dir_fd.valid()) {
+    int procs = openat(join.dir_fd.get(), "cgroup.procs", O_WRONLY);
+    if (procs < 0 || write(procs, "0", 1) != 1) _exit(119);
   }
   _exit(body());
 }
@@ -452,8 +457,9 @@ TEST_CASE("AddProcess moves a running process into every hierarchy") {
   CHECK(t.driver->Pids("moved").value() == std::vector<pid_t>{child});
   auto join = t.driver->OpenJoin("moved");
   REQUIRE(join.ok());
+  // One membership per v1 hierarchy, or the one v2 cgroup.
   CHECK(MembershipsIn(child, "moved") ==
-        static_cast<int>(join->procs_fds.size()));
+        static_cast<int>(join->procs_fds.size()) + (join->dir_fd.valid()));
   REQUIRE(t.driver->KillAll("moved").ok());
   int status = WaitFor(child, absl::Seconds(10));
   CHECK(WIFSIGNALED(status));

@@ -21,6 +21,7 @@
 namespace mycel {
 namespace {
 
+using testing::AllLimits;
 using testing::FakeCgroupFs;
 using testing::FileContent;
 using testing::SetFile;
@@ -54,19 +55,6 @@ struct V2Tree {
   FakeCgroupFs* fake = nullptr;
   std::unique_ptr<CgroupV2> driver;
 };
-
-CgroupLimits AllLimits() {
-  CgroupLimits l;
-  l.cpu_max = 0.5;
-  l.cpu_weight = 200;
-  l.memory_max = 32 << 20;
-  l.memory_high = 16 << 20;
-  l.memory_swap_max = 0;
-  l.pids_max = 20;
-  l.cpuset_cpus = "1";
-  l.cpuset_mems = "0";
-  return l;
-}
 
 TEST_CASE("Open creates the subtree and enables controllers down the chain") {
   V2Tree t;
@@ -314,15 +302,19 @@ TEST_CASE("AddProcess and OpenJoin target the cell's cgroup.procs") {
   REQUIRE(t.driver->Create("join", {}).ok());
   auto join = t.driver->OpenJoin("join");
   REQUIRE_MESSAGE(join.ok(), join.status().ToString());
-  REQUIRE(join->procs_fds.size() == 1);
-  REQUIRE(write(join->procs_fds[0].get(), "0", 1) == 1);
-  CHECK(FileContent(t.Cell("join", "cgroup.procs")) == "0");
+  // v2 joins through the directory alone: clone3 into it, or its
+  // cgroup.procs opened from it.
+  CHECK(join->procs_fds.empty());
   REQUIRE(join->dir_fd.valid());
   struct stat st;
   REQUIRE(fstat(join->dir_fd.get(), &st) == 0);
   CHECK(S_ISDIR(st.st_mode));
   CHECK((fcntl(join->dir_fd.get(), F_GETFD) & FD_CLOEXEC) != 0);
-  CHECK((fcntl(join->procs_fds[0].get(), F_GETFD) & FD_CLOEXEC) != 0);
+  int procs = openat(join->dir_fd.get(), "cgroup.procs", O_WRONLY);
+  REQUIRE(procs >= 0);
+  REQUIRE(write(procs, "0", 1) == 1);
+  close(procs);
+  CHECK(FileContent(t.Cell("join", "cgroup.procs")) == "0");
   CHECK(absl::IsNotFound(t.driver->OpenJoin("nope").status()));
 }
 
