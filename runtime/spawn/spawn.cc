@@ -7,7 +7,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -20,10 +19,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "runtime/fs.h"
 #include "runtime/spawn/cell_init.h"
 #include "runtime/spawn/internal/child_setup.h"
 #include "runtime/status.h"
@@ -273,27 +277,18 @@ class ChildStacks final {
 // rather than miss one.
 uint64_t SignalsToReset() {
   constexpr uint64_t kAll = ~uint64_t{0};
-  UniqueFd fd(open("/proc/self/status", O_RDONLY | O_CLOEXEC));
-  if (!fd) return kAll;
-  char buf[4096];
-  size_t len = 0;
-  for (;;) {
-    ssize_t n = read(fd.get(), buf + len, sizeof(buf) - 1 - len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    len += static_cast<size_t>(n);
-    if (len == sizeof(buf) - 1) break;
-  }
-  buf[len] = '\0';
+  absl::StatusOr<std::string> status = ReadFile("/proc/self/status");
+  if (!status.ok()) return kAll;
   uint64_t mask = 0;
-  for (const char* key : {"\nSigIgn:", "\nSigCgt:"}) {
-    const char* line = strstr(buf, key);
-    if (line == nullptr) return kAll;
-    const char* digits = line + strlen(key);
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long bits = strtoull(digits, &end, 16);
-    if (errno != 0 || end == digits) return kAll;
+  for (absl::string_view key : {"SigIgn:", "SigCgt:"}) {
+    uint64_t bits = 0;
+    bool found = false;
+    for (absl::string_view line : absl::StrSplit(*status, '\n')) {
+      if (!absl::ConsumePrefix(&line, key)) continue;
+      found = absl::SimpleHexAtoi(absl::StripAsciiWhitespace(line), &bits);
+      break;
+    }
+    if (!found) return kAll;
     mask |= bits;
   }
   return mask;
