@@ -25,6 +25,7 @@
 namespace mycel {
 namespace {
 
+using testing::AllLimits;
 using testing::FakeCgroupFs;
 using testing::FileContent;
 using testing::SetFile;
@@ -156,19 +157,6 @@ struct V1Tree {
   FakeCgroupFs* fake = nullptr;
   std::unique_ptr<CgroupV1> driver;
 };
-
-CgroupLimits AllLimits() {
-  CgroupLimits l;
-  l.cpu_max = 0.5;
-  l.cpu_weight = 200;
-  l.memory_max = 32 << 20;
-  l.memory_high = 16 << 20;
-  l.memory_swap_max = 0;
-  l.pids_max = 20;
-  l.cpuset_cpus = "1";
-  l.cpuset_mems = "0";
-  return l;
-}
 
 TEST_CASE("Open prepares the subtree in every hierarchy mycel uses") {
   V1Tree t;

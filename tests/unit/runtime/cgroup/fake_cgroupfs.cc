@@ -245,4 +245,17 @@ absl::Status FakeCgroupFs::Write(const std::string& path,
   return absl::OkStatus();
 }
 
+CgroupLimits AllLimits() {
+  CgroupLimits l;
+  l.cpu_max = 0.5;
+  l.cpu_weight = 200;
+  l.memory_max = 32 << 20;
+  l.memory_high = 16 << 20;
+  l.memory_swap_max = 0;
+  l.pids_max = 20;
+  l.cpuset_cpus = "1";
+  l.cpuset_mems = "0";
+  return l;
+}
+
 }  // namespace mycel::testing

@@ -19,6 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/cgroup/cgroup_driver.h"
 #include "runtime/cgroup/cgroup_fs.h"
 
 namespace mycel::testing {
@@ -66,6 +67,10 @@ class FakeCgroupFs final : public CgroupFs {
   std::map<std::string, int> failures_ ABSL_GUARDED_BY(mu_);
   std::vector<WriteRecord> writes_ ABSL_GUARDED_BY(mu_);
 };
+
+// Every limit set, each to a value other than the kernel's default: what
+// the driver tests create cells with.
+CgroupLimits AllLimits();
 
 }  // namespace mycel::testing
 
