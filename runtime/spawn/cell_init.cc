@@ -1,20 +1,26 @@
 #include "runtime/spawn/cell_init.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
-// The init runs from a .preinit_array hook, before the C++ runtime of the
-// binary is initialised: it makes system calls through syscall(2) and uses
-// nothing else. The kernel's sigset is 64 bits, handled as a plain word.
+// The init runs from the binary's entry point, before the C library is
+// initialised: there is no thread pointer yet (so no errno and no stack
+// protector canary), and the static binary's IFUNCs (memcpy, strlen, ...)
+// are not resolved. So this file makes system calls with the syscall
+// instruction itself, calls no library function, and is compiled without
+// a stack protector (runtime/spawn/CMakeLists.txt). The kernel's sigset is
+// 64 bits, handled as a plain word.
+
+#if !defined(__x86_64__)
+#error "cell_init.cc: the cell init's entry point is written for x86-64"
+#endif
 
 namespace mycel {
 namespace {
@@ -22,8 +28,15 @@ namespace {
 using KernelSigset = uint64_t;
 constexpr KernelSigset Bit(int sig) { return KernelSigset{1} << (sig - 1); }
 
+// Returns the kernel's result: -errno on failure.
 long Sys(long number, long a = 0, long b = 0, long c = 0, long d = 0) noexcept {
-  return syscall(number, a, b, c, d);
+  long ret;
+  register long r10 __asm__("r10") = d;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10)
+                   : "rcx", "r11", "memory");
+  return ret;
 }
 template <typename T>
 long Arg(T* pointer) noexcept {
@@ -35,9 +48,8 @@ void ReapExited() noexcept {
   for (;;) {
     int status;
     const long pid = Sys(SYS_wait4, -1, Arg(&status), WNOHANG, 0);
-    if (pid > 0) continue;
-    if (pid < 0 && errno == EINTR) continue;
-    return;  // 0: children left, none exited; -1/ECHILD: no children
+    if (pid > 0 || pid == -EINTR) continue;
+    return;  // 0: children left, none exited; -ECHILD: no children
   }
 }
 
@@ -49,9 +61,7 @@ int64_t MonotonicMs() noexcept {
 
 // Whether any process other than the init is left in the namespace. From
 // the init, kill(-1) reaches every process of its namespace but itself.
-bool OthersRemain() noexcept {
-  return !(Sys(SYS_kill, -1, 0) != 0 && errno == ESRCH);
-}
+bool OthersRemain() noexcept { return Sys(SYS_kill, -1, 0) != -ESRCH; }
 
 [[noreturn]] void Exit(int code) noexcept {
   for (;;) Sys(SYS_exit_group, code);
@@ -94,7 +104,7 @@ void RunCellInit() noexcept {
     siginfo_t info;
     const long sig =
         Sys(SYS_rt_sigtimedwait, Arg(&wanted), Arg(&info), 0, sizeof(wanted));
-    if (sig < 0) continue;  // EINTR
+    if (sig < 0) continue;  // -EINTR
     // Standard signals do not queue: one SIGCHLD may stand for many exits.
     ReapExited();
     if (sig == SIGTERM || sig == SIGINT || sig == SIGPWR) StopCell();
@@ -103,10 +113,10 @@ void RunCellInit() noexcept {
 
 namespace {
 
-// Runs before the binary's constructors and main(), in every binary that
-// links this file: a process exec'ed by Spawn as a cell init never leaves
-// it. Any other invocation returns at once.
-void CellInitHook(int argc, char** argv, char** /*envp*/) {
+// Called by mycel_entry (below) with the process's argc and argv, before
+// the C library starts. Returns at once unless the process is a cell init.
+extern "C" __attribute__((used)) void MycelCellInitEntry(long argc,
+                                                         char** argv) noexcept {
   if (argc != 1 || argv == nullptr || argv[0] == nullptr) return;
   const char* a = argv[0];
   const char* b = kCellInitArgv0;
@@ -117,9 +127,30 @@ void CellInitHook(int argc, char** argv, char** /*envp*/) {
   RunCellInit();
 }
 
-__attribute__((section(".preinit_array"),
-               used)) void (*const kCellInitHook)(int, char**,
-                                                  char**) = CellInitHook;
-
 }  // namespace
 }  // namespace mycel
+
+// The entry point of every binary that links this file (the link option
+// -e mycel_entry, runtime/spawn/CMakeLists.txt), in place of the C
+// library's _start. The kernel (or, in a dynamic binary, ld.so) enters it
+// with argc at the top of the stack, argv after it and, in %rdx, a function
+// for atexit. It hands argc and argv to MycelCellInitEntry, which never
+// returns in a cell init, then restores the stack pointer and %rdx exactly
+// and jumps to _start, so that any other process starts as usual. %rbx and
+// %r12 are callee-saved, so they survive the call; _start does not read
+// them.
+__asm__(
+    ".text\n"
+    ".globl mycel_entry\n"
+    ".type mycel_entry, @function\n"
+    "mycel_entry:\n"
+    "  mov %rdx, %r12\n"
+    "  mov %rsp, %rbx\n"
+    "  mov (%rsp), %rdi\n"
+    "  lea 8(%rsp), %rsi\n"
+    "  and $-16, %rsp\n"
+    "  call MycelCellInitEntry\n"
+    "  mov %rbx, %rsp\n"
+    "  mov %r12, %rdx\n"
+    "  jmp _start\n"
+    ".size mycel_entry, . - mycel_entry\n");
