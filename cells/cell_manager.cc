@@ -1,6 +1,5 @@
 #include "cells/cell_manager.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -291,6 +290,8 @@ absl::StatusOr<CellManager::Exe*> CellManager::FindExe(
 
 absl::Status CellManager::DeleteCell(const std::string& name, bool force) {
   std::vector<pid_t> to_unwatch;
+  UniqueFd mount_ns;
+  absl::StatusOr<std::string> trash;
   {
     absl::MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(Cell * cell, FindCell(name));
@@ -309,6 +310,15 @@ absl::Status CellManager::DeleteCell(const std::string& name, bool force) {
       }
     }
     if (cell->init.has_value()) {
+      // The init holds the last reference to the cell's mount namespace, so
+      // it would tear the mounts down as it dies (an expedited RCU grace
+      // period), and the cgroup would empty only after that. Holding a
+      // reference of our own moves the teardown to background_. An
+      // init that has already exited has no namespace left to hold.
+      if (cell->ns_flags & CLONE_NEWNS) {
+        absl::StatusOr<UniqueFd> ns = cell->init->OpenMountNamespace();
+        if (ns.ok()) mount_ns = *std::move(ns);
+      }
       cell->init->Signal(SIGKILL).IgnoreError();
       to_unwatch.push_back(cell->init->pid());
     }
@@ -318,19 +328,22 @@ absl::Status CellManager::DeleteCell(const std::string& name, bool force) {
     if (s.ok()) s = cgroups_->Destroy(name);
     if (!s.ok() && s.code() != absl::StatusCode::kNotFound) return s;
     RETURN_IF_ERROR(store_.DeleteCell(name));
+    // The logs go with the cell. Renamed now, under the lock, so that a new
+    // cell of the same name starts with none; removed in the background,
+    // because removing files waits for the disk where the filesystem
+    // discards freed blocks.
+    trash = MoveLogDirToTrash(state_dir_, name);
     cells_.erase(name);
     changed_.SignalAll();
   }
+  background_.Close(std::move(mount_ns));
   // Their exits no longer matter; the reaper collects them as orphans.
   for (pid_t pid : to_unwatch) reaper_->Unwatch(pid);
-  std::string dir = LogDir(state_dir_, name);
-  if (DIR* d = opendir(dir.c_str()); d != nullptr) {
-    while (struct dirent* e = readdir(d)) {
-      if (e->d_name[0] != '.')
-        unlink(absl::StrCat(dir, "/", e->d_name).c_str());
-    }
-    closedir(d);
-    rmdir(dir.c_str());
+  if (trash.ok()) {
+    background_.Post([dir = *std::move(trash)] { RemoveLogDir(dir); });
+  } else if (!absl::IsNotFound(trash.status())) {
+    log::Warn("cannot remove the cell's logs",
+              {{"cell", name}, {"error", trash.status()}});
   }
   log::Info("cell deleted", {{"cell", name}, {"force", force}});
   return absl::OkStatus();
@@ -776,6 +789,7 @@ void CellManager::StopAll(absl::Duration grace) {
 }
 
 absl::Status CellManager::Recover() {
+  background_.Post([dir = state_dir_] { EmptyLogTrash(dir); });
   ASSIGN_OR_RETURN(std::vector<CellRow> rows, store_.LoadCells());
   ASSIGN_OR_RETURN(std::vector<ExecutableRow> exe_rows,
                    store_.LoadExecutables());

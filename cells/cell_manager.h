@@ -19,6 +19,7 @@
 #include "cells/restart.h"
 #include "daemon/init/reaper.h"
 #include "mycel/v1/cells.pb.h"
+#include "runtime/background_queue.h"
 #include "runtime/cgroup/cgroup_driver.h"
 #include "runtime/seccomp/capabilities.h"
 #include "runtime/seccomp/seccomp_profile.h"
@@ -150,6 +151,9 @@ class CellManager {
   absl::CondVar changed_;
   std::map<std::string, std::unique_ptr<Cell>> cells_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Cleanup of deleted cells that no caller needs to wait for. Last, so it
+  // is destroyed (and drained) first.
+  BackgroundQueue background_;
 };
 
 }  // namespace mycel::cells

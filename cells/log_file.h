@@ -20,6 +20,19 @@ std::string LogDir(const std::string& state_dir, const std::string& cell);
 std::string LogPath(const std::string& state_dir, const std::string& cell,
                     const std::string& exe);
 
+// Deleting a cell renames its log directory out of the way at once and
+// removes it later (removing files can wait for the disk). MoveLogDirToTrash
+// renames <state-dir>/logs/<cell> to a name that no cell can have and
+// returns that name; NOT_FOUND when the cell has no logs.
+absl::StatusOr<std::string> MoveLogDirToTrash(const std::string& state_dir,
+                                              const std::string& cell);
+// Removes a directory of log files (not recursive: logs have no
+// subdirectories). Errors are logged, not returned: nobody waits for it.
+void RemoveLogDir(const std::string& dir);
+// Removes what a daemon that died before its background work ran left in
+// the trash.
+void EmptyLogTrash(const std::string& state_dir);
+
 // Opens (creating) the log for appending; the directory is created too.
 absl::StatusOr<UniqueFd> OpenLogForAppend(const std::string& path);
 

@@ -1,8 +1,10 @@
 #include "runtime/spawn/child.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 
 #include <string>
@@ -81,6 +83,50 @@ absl::StatusOr<std::optional<ExitStatus>> Child::WaitImpl(bool block) {
     return exit_status_;
   }
 }
+
+absl::StatusOr<UniqueFd> Child::OpenMountNamespace() const {
+  if (!pidfd_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("mount namespace of pid ", pid_, ": pidfd was released"));
+  }
+  // PIDFD_GET_MNT_NAMESPACE, _IO(PIDFS_IOCTL_MAGIC, 3): Linux 6.11, newer
+  // than glibc 2.36's headers.
+  constexpr unsigned long kPidfdGetMntNamespace = _IO(0xFF, 3);
+  int fd = ioctl(pidfd_.get(), kPidfdGetMntNamespace, 0);
+  if (fd >= 0) return UniqueFd(fd);
+  if (errno == ESRCH) {
+    return absl::NotFoundError(
+        absl::StrCat("mount namespace of pid ", pid_, ": it has exited"));
+  }
+  if (errno != ENOTTY && errno != EINVAL) {
+    return PosixError(
+        absl::StrCat("ioctl(PIDFD_GET_MNT_NAMESPACE, pid ", pid_, ")"), errno);
+  }
+  return spawn_internal::OpenMountNamespaceFromProc(pid_, pidfd_.get());
+}
+
+namespace spawn_internal {
+
+absl::StatusOr<UniqueFd> OpenMountNamespaceFromProc(pid_t pid, int pidfd) {
+  std::string path = absl::StrCat("/proc/", pid, "/ns/mnt");
+  UniqueFd ns(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!ns) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat("mount namespace of pid ", pid, ": it has exited"));
+    }
+    return PosixError(absl::StrCat("open ", path), errno);
+  }
+  // The pid cannot have been reused while the process is not yet reaped;
+  // signal 0 through the pidfd fails once it has been.
+  if (sys::PidfdSendSignal(pidfd, 0, nullptr, 0) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("mount namespace of pid ", pid, ": it has exited"));
+  }
+  return ns;
+}
+
+}  // namespace spawn_internal
 
 absl::StatusOr<std::optional<ExitStatus>> Child::TryWait() {
   return WaitImpl(/*block=*/false);

@@ -59,6 +59,15 @@ class Child final {
   // Blocks until the process exits and reaps it. Same REQUIRES as TryWait.
   absl::StatusOr<ExitStatus> Wait();
 
+  // Opens the process's mount namespace (an nsfs fd, O_CLOEXEC), through
+  // the pidfd where the kernel can (Linux >= 6.11) and through
+  // /proc/PID/ns/mnt elsewhere, checked against the pidfd so that a reused
+  // pid cannot hand out another process's namespace. The fd keeps the
+  // namespace alive after the process exits: whoever closes the last
+  // reference tears its mounts down, which includes an expedited RCU grace
+  // period. NOT_FOUND once the process has exited.
+  absl::StatusOr<UniqueFd> OpenMountNamespace() const;
+
   // Gives the pidfd to the caller; this object keeps only pid and start
   // time, and further Signal/Wait calls fail with FAILED_PRECONDITION.
   UniqueFd ReleasePidfd();
@@ -84,6 +93,12 @@ class Child final {
   uint64_t start_time_ = 0;
   std::optional<ExitStatus> exit_status_;  // set once reaped
 };
+
+namespace spawn_internal {
+// Child::OpenMountNamespace on kernels without PIDFD_GET_MNT_NAMESPACE;
+// exposed so that hosts with a newer kernel test it too.
+absl::StatusOr<UniqueFd> OpenMountNamespaceFromProc(pid_t pid, int pidfd);
+}  // namespace spawn_internal
 
 // Reads field 22 (starttime) of /proc/PID/stat. NOT_FOUND if the process
 // does not exist.

@@ -375,6 +375,28 @@ TEST_CASE("logs: files capture output; --tail and -f") {
   std::string file = n.d().state_dir() + "/logs/l/count.log";
   CHECK(access(file.c_str(), R_OK) == 0);
   CHECK(n.Cli({"logs", "l/nope"}).exit_code == 1);
+
+  // Deleting the cell takes its logs: a new cell of the same name starts
+  // with none, and nothing is left on disk once the removal (which runs in
+  // the background) is done.
+  REQUIRE(n.Cli({"cell", "rm", "l"}).exit_code == 0);
+  REQUIRE(n.Cli({"cell", "create", "l"}).exit_code == 0);
+  CHECK(access(file.c_str(), F_OK) != 0);
+  REQUIRE(n.Cli({"exec", "l", "--name", "count", "--", "true"}).exit_code == 0);
+  WaitFor(n.d(), "l", "count", [](const mycel::v1::Executable& e) {
+    return e.status().state() == mycel::v1::EXECUTABLE_STATE_EXITED;
+  });
+  CHECK(n.Cli({"logs", "l/count"}).out.empty());
+  REQUIRE(n.Cli({"cell", "rm", "l"}).exit_code == 0);
+  std::string logs = n.d().state_dir() + "/logs";
+  auto empty = [&] {
+    auto listing = testing::Shell("ls -A " + logs);
+    return listing.exit_code == 0 && listing.out.empty();
+  };
+  for (int i = 0; i < 100 && !empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(empty());
 }
 
 TEST_CASE("executables are adopted after kill -9 of myceld, logs intact") {

@@ -1,6 +1,11 @@
 // Pure pieces of the cells layer: names, restart decisions, log files.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <string>
+
+#include "absl/status/status.h"
 #include "cells/log_file.h"
 #include "cells/names.h"
 #include "cells/restart.h"
@@ -142,6 +147,53 @@ TEST_CASE("log files: rotation by copy-and-truncate, and tails across it") {
   CHECK(*ReadTail(path, 3) == "three\nfour\nfive");
   CHECK(*ReadTail(path, 100) == first + more);
   CHECK(ReadTail(dir.path() + "/missing.log", 5)->empty());
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+TEST_CASE("log files: a deleted cell's logs move to the trash, then go") {
+  testing::TempDir dir;
+  for (const char* exe : {"a", "b"}) {
+    auto fd = OpenLogForAppend(LogPath(dir.path(), "c", exe));
+    REQUIRE(fd.ok());
+    REQUIRE(write(fd->get(), "x\n", 2) == 2);
+  }
+  absl::StatusOr<std::string> trash = MoveLogDirToTrash(dir.path(), "c");
+  REQUIRE(trash.ok());
+  // The cell's name is free at once: a new cell of that name has no logs.
+  CHECK(!IsDirectory(LogDir(dir.path(), "c")));
+  CHECK(ReadTail(LogPath(dir.path(), "c", "a"), 0)->empty());
+  // The trash is in logs/, under a name no cell can have.
+  CHECK(trash->rfind(dir.path() + "/logs/.", 0) == 0);
+  CHECK(*ReadFile(*trash + "/a.log") == "x\n");
+  absl::Status valid =
+      ValidateName("name", trash->substr(trash->rfind('/') + 1));
+  CHECK(absl::IsInvalidArgument(valid));
+
+  // Deleting twice: the second finds nothing.
+  CHECK(absl::IsNotFound(MoveLogDirToTrash(dir.path(), "c").status()));
+  RemoveLogDir(*trash);
+  CHECK(!IsDirectory(*trash));
+  RemoveLogDir(*trash);  // already gone: nothing to do, no crash
+
+  // A daemon that died before removing its trash: the next one empties it,
+  // and leaves the logs of live cells alone.
+  REQUIRE(OpenLogForAppend(LogPath(dir.path(), "c", "a")).ok());
+  REQUIRE(OpenLogForAppend(LogPath(dir.path(), "d", "a")).ok());
+  absl::StatusOr<std::string> first = MoveLogDirToTrash(dir.path(), "c");
+  REQUIRE(first.ok());
+  REQUIRE(OpenLogForAppend(LogPath(dir.path(), "c", "a")).ok());
+  absl::StatusOr<std::string> second = MoveLogDirToTrash(dir.path(), "c");
+  REQUIRE(second.ok());
+  CHECK(*first != *second);
+  EmptyLogTrash(dir.path());
+  CHECK(!IsDirectory(*first));
+  CHECK(!IsDirectory(*second));
+  CHECK(IsDirectory(LogDir(dir.path(), "d")));
+  EmptyLogTrash(dir.Sub("nothing-here"));  // no logs directory at all
 }
 
 }  // namespace

@@ -4,10 +4,13 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <linux/nsfs.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -395,6 +398,45 @@ TEST_CASE("mount_proc without rootfs shows the new pid namespace") {
   CHECK(lines[0] == "1");
   // sh, ls and grep at most; the host has many more.
   CHECK(std::stoi(lines[1]) <= 3);
+}
+
+TEST_CASE("a held mount namespace outlives the cell init that made it") {
+  SpawnRequest request;
+  request.cell_init = true;
+  request.new_namespaces = kCellNamespaces;
+  request.mount_proc = true;
+  auto init = Spawn(request);
+  REQUIRE(init.ok());
+  const std::string link = absl::StrCat("/proc/", init->pid(), "/ns/mnt");
+  char buf[64];
+  ssize_t n = readlink(link.c_str(), buf, sizeof(buf));
+  REQUIRE(n > 0);
+  const std::string cell_ns(buf, static_cast<size_t>(n));
+  n = readlink("/proc/self/ns/mnt", buf, sizeof(buf));
+  REQUIRE(n > 0);
+  CHECK(cell_ns != std::string(buf, static_cast<size_t>(n)));
+
+  auto ns = init->OpenMountNamespace();
+  REQUIRE(ns.ok());
+  REQUIRE(init->Signal(SIGKILL).ok());
+  auto status = init->Wait();
+  REQUIRE(status.ok());
+  CHECK(status->signal == SIGKILL);
+
+  // The init is gone; the namespace is not: same inode, still a mount
+  // namespace, and it can be entered.
+  const std::string held = absl::StrCat("/proc/self/fd/", ns->get());
+  n = readlink(held.c_str(), buf, sizeof(buf));
+  REQUIRE(n > 0);
+  CHECK(std::string(buf, static_cast<size_t>(n)) == cell_ns);
+  CHECK(ioctl(ns->get(), NS_GET_NSTYPE) == CLONE_NEWNS);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) _exit(setns(ns->get(), CLONE_NEWNS) == 0 ? 0 : errno);
+  int wstatus = 0;
+  REQUIRE(waitpid(pid, &wstatus, 0) == pid);
+  CHECK(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == 0);  // else the errno of setns
 }
 
 TEST_CASE("user namespace: root inside, the mapped uid outside") {

@@ -324,6 +324,38 @@ TEST_CASE("Adopt checks the start time, and a reaped pid is NOT_FOUND") {
   CHECK(ProcessStartTime(pid).status().code() == absl::StatusCode::kNotFound);
 }
 
+// What an nsfs fd or /proc/PID/ns link names: "mnt:[4026531841]".
+std::string NamespaceLink(const std::string& path) {
+  char buf[64];
+  ssize_t n = readlink(path.c_str(), buf, sizeof(buf));
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+TEST_CASE("OpenMountNamespace: the child's, through the pidfd or /proc") {
+  auto child = Spawn(Command({"/bin/sleep", "30"}));
+  REQUIRE(child.ok());
+  const std::string ours = NamespaceLink("/proc/self/ns/mnt");
+  REQUIRE(absl::StartsWith(ours, "mnt:["));
+  auto ns = child->OpenMountNamespace();
+  REQUIRE(ns.ok());
+  CHECK(NamespaceLink(absl::StrCat("/proc/self/fd/", ns->get())) == ours);
+  auto via_proc =
+      spawn_internal::OpenMountNamespaceFromProc(child->pid(), child->pidfd());
+  REQUIRE(via_proc.ok());
+  CHECK(NamespaceLink(absl::StrCat("/proc/self/fd/", via_proc->get())) == ours);
+
+  REQUIRE(child->Signal(SIGKILL).ok());
+  REQUIRE(child->Wait().ok());
+  CHECK(child->OpenMountNamespace().status().code() ==
+        absl::StatusCode::kNotFound);
+  CHECK(spawn_internal::OpenMountNamespaceFromProc(child->pid(), child->pidfd())
+            .status()
+            .code() == absl::StatusCode::kNotFound);
+  UniqueFd released = child->ReleasePidfd();
+  CHECK(child->OpenMountNamespace().status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_CASE("ReleasePidfd hands the descriptor over") {
   auto child = Spawn(Command({"/bin/true"}));
   REQUIRE(child.ok());
