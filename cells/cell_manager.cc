@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -560,8 +562,16 @@ void CellManager::OnExit(const std::string& cname, const std::string& ename,
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Exe*> found = FindExe(cname, ename);
   if (!found.ok()) return;  // deleted meanwhile
-  Exe* exe = *found;
-  if (exe->generation != generation) return;
+  // Also stale once Wait() has seen this exit through the pidfd.
+  if ((*found)->generation != generation) return;
+  HandleExit(cname, ename, *found, exit);
+}
+
+void CellManager::HandleExit(const std::string& cname, const std::string& ename,
+                             Exe* exe, const ChildExit* exit) {
+  // This run is over: a timer or callback that still names its generation
+  // (the reaper's, when Wait() got here first; a stop's SIGKILL) is stale.
+  ++exe->generation;
   absl::Time now = absl::Now();
   auto& st = exe->status;
   bool clean = false;
@@ -737,8 +747,48 @@ absl::StatusOr<mycel::v1::Executable> CellManager::Wait(
     ASSIGN_OR_RETURN(Exe * exe, FindExe(cell, name));
     if (IsFinal(exe->status)) return ToProto(*exe);
     if (cancelled && cancelled()) return absl::CancelledError("wait cancelled");
-    changed_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
+    if (!WaitForChildExit(cell, name, exe)) {
+      changed_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
+    }
   }
+}
+
+bool CellManager::WaitForChildExit(const std::string& cname,
+                                   const std::string& ename, Exe* exe) {
+  // Our own running child only; an adopted process is watched by the event
+  // loop, and a restart pending has no process yet.
+  if (!exe->child.has_value() || exe->adopted || exe->child->pidfd() < 0) {
+    return false;
+  }
+  // The reaper would report this exit too, but only after SIGCHLD has woken
+  // the event loop's thread and that thread has taken mu_; on a machine
+  // where waking an idle CPU is slow, that is a good part of a short
+  // command's life. The pidfd turns readable as the process exits, and
+  // waitid(WNOWAIT) reads its status without reaping it: the reaper still
+  // collects it, and its callback then finds a newer generation.
+  UniqueFd pidfd(fcntl(exe->child->pidfd(), F_DUPFD_CLOEXEC, 0));
+  if (!pidfd) return false;
+  const uint64_t generation = exe->generation;
+  pollfd p = {pidfd.get(), POLLIN, 0};
+  mu_.Unlock();
+  int ready = poll(&p, 1, 100);
+  mu_.Lock();
+  if (ready <= 0) return true;  // timeout or EINTR: check again
+  absl::StatusOr<Exe*> found = FindExe(cname, ename);
+  if (!found.ok() || (*found)->generation != generation) return true;
+  siginfo_t info = {};
+  if (waitid(P_PIDFD, pidfd.get(), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+      info.si_pid == 0) {
+    // Already reaped (ECHILD): the reaper's callback has the status and is
+    // waiting for mu_.
+    return false;
+  }
+  ChildExit exit;
+  exit.pid = info.si_pid;
+  exit.code = info.si_code;
+  exit.status = info.si_status;
+  HandleExit(cname, ename, *found, &exit);
+  return true;
 }
 
 void CellManager::StopAll(absl::Duration grace) {

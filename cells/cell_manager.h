@@ -125,6 +125,14 @@ class CellManager {
   void OnExit(const std::string& cell, const std::string& name,
               uint64_t generation, const ChildExit* exit)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Records how a run ended, and restarts it if its policy says so.
+  void HandleExit(const std::string& cell, const std::string& name, Exe* exe,
+                  const ChildExit* exit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For Wait(): if `exe` is our running child, waits (mu_ released) at most
+  // 100 ms for it to exit and handles the exit. Returns false when the
+  // caller must wait on changed_ instead.
+  bool WaitForChildExit(const std::string& cell, const std::string& name,
+                        Exe* exe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnInitExit(const std::string& cell, pid_t pid) ABSL_LOCKS_EXCLUDED(mu_);
   void WatchAdopted(const std::string& cell, const std::string& name,
                     uint64_t generation, int pidfd);

@@ -332,6 +332,20 @@ TEST_CASE("restart policies restart as many times as they should") {
   CHECK(nv.status().restarts() == 0);
   CHECK(nv.status().exit_code() == 4);
   CHECK(n.Cli({"wait", "r/never"}).exit_code == 4);
+
+  // The same through Executables.Wait, which sees each exit through the
+  // pidfd before the reaper does: every exit still counts once, and the
+  // restarts still happen.
+  REQUIRE(n.Cli({"exec", "r", "--name", "waited", "--restart", "on-failure",
+                 "--restart-sec", "10ms", "--start-limit-burst", "3",
+                 "--start-limit-interval", "30s", "--", "sh", "-c",
+                 "echo run; sleep 0.05; exit 3"})
+              .exit_code == 0);
+  CHECK(n.Cli({"wait", "r/waited"}).exit_code == 3);
+  auto w = WaitFor(n.d(), "r", "waited", done);
+  CHECK(w.status().state() == mycel::v1::EXECUTABLE_STATE_FAILED);
+  CHECK(w.status().restarts() == 2);
+  CHECK(n.Cli({"logs", "r/waited"}).out == "run\nrun\nrun\n");
 }
 
 TEST_CASE("stop: SIGTERM, then SIGKILL after the grace period") {
