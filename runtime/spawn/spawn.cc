@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "runtime/fs.h"
+#include "runtime/log.h"
 #include "runtime/spawn/cell_init.h"
 #include "runtime/spawn/internal/child_setup.h"
 #include "runtime/status.h"
@@ -140,10 +141,6 @@ std::string DescribeStep(const SpawnRequest& r, const Report& report) {
       return "wait for uid/gid maps";
     case Step::kSetns:
       return absl::StrCat("setns(", NamespaceName(report.index), ")");
-    case Step::kCloneJoined:
-      return "clone3(into joined pid namespace)";
-    case Step::kSendPidfd:
-      return "send pidfd of the joined child";
     case Step::kCgroupProcs:
       if (index >= r.cgroup_procs_fds.size()) {
         return absl::StrCat("write cgroup.procs of cgroup fd ",
@@ -227,49 +224,104 @@ class ScopedBlockSignals final {
   sigset_t saved_;
 };
 
-// The stacks of children that share the daemon's memory (CLONE_VM): one for
-// the first process, one for the process it clones into a joined pid
-// namespace. A thread spawns one child at a time and is suspended until the
-// child execs or exits (CLONE_VFORK), so each thread reuses its own pair.
-class ChildStacks final {
+// The stack of children that share the daemon's memory (CLONE_VM). A thread
+// spawns one child at a time and is suspended until the child execs or
+// exits (CLONE_VFORK), so each thread reuses its own.
+class ChildStack final {
  public:
-  // Generous: the children run a few system calls, but a pre_exec step may
-  // be any async-signal-safe function.
+  // Generous: the child runs a few system calls, but a pre_exec step may be
+  // any async-signal-safe function.
   static constexpr size_t kStackBytes = size_t{256} << 10;
   static constexpr size_t kGuardBytes = size_t{4} << 10;
-  static constexpr size_t kTotal = 2 * (kGuardBytes + kStackBytes);
+  static constexpr size_t kTotal = kGuardBytes + kStackBytes;
 
-  ChildStacks() = default;
-  ChildStacks(const ChildStacks&) = delete;
-  ChildStacks& operator=(const ChildStacks&) = delete;
-  ~ChildStacks() {
+  ChildStack() = default;
+  ChildStack(const ChildStack&) = delete;
+  ChildStack& operator=(const ChildStack&) = delete;
+  ~ChildStack() {
     if (base_ != nullptr) munmap(base_, kTotal);
   }
 
-  // Maps them on first use: [guard][first][guard][second].
+  // Maps it on first use, with a guard page below.
   absl::Status Ensure() {
     if (base_ != nullptr) return absl::OkStatus();
     void* base =
         mmap(nullptr, kTotal, PROT_READ | PROT_WRITE,
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED) return PosixError("mmap(child stacks)", errno);
-    char* p = static_cast<char*>(base);
-    if (mprotect(p, kGuardBytes, PROT_NONE) != 0 ||
-        mprotect(p + kGuardBytes + kStackBytes, kGuardBytes, PROT_NONE) != 0) {
+    if (base == MAP_FAILED) return PosixError("mmap(child stack)", errno);
+    if (mprotect(base, kGuardBytes, PROT_NONE) != 0) {
       int error = errno;
       munmap(base, kTotal);
       return PosixError("mprotect(child stack guard)", error);
     }
-    base_ = p;
+    base_ = static_cast<char*>(base);
     return absl::OkStatus();
   }
-  // Stacks grow down: these are the highest addresses.
-  void* first_top() const { return base_ + kGuardBytes + kStackBytes; }
-  void* second_top() const { return base_ + kTotal; }
+  // Stacks grow down: the highest address.
+  void* top() const { return base_ + kTotal; }
 
  private:
   char* base_ = nullptr;
 };
+
+// setns(CLONE_NEWPID) changes the pid namespace of the children that the
+// calling thread creates afterwards, not its own. So to start a process
+// inside a cell's pid namespace, the spawning thread enters that namespace
+// for its one clone and leaves it at once: the process is born there, as a
+// direct child of the daemon, without an intermediate process that joins
+// and clones again. Only this thread is affected; the daemon's other
+// threads go on as before. While it is inside, the thread must create no
+// other process or thread, which Spawn guarantees.
+//
+// If leaving failed, the thread's later children would land in the cell's
+// namespace. The kernel only fails that for lack of memory, but the thread
+// then refuses to spawn again rather than risk it (stuck()).
+class PidNamespaceForChildren final {
+ public:
+  PidNamespaceForChildren() = default;
+  PidNamespaceForChildren(const PidNamespaceForChildren&) = delete;
+  PidNamespaceForChildren& operator=(const PidNamespaceForChildren&) = delete;
+  ~PidNamespaceForChildren() { Leave(); }
+
+  // Enters the pid namespace of the process `pidfd` for children.
+  absl::Status Enter(int pidfd) {
+    ASSIGN_OR_RETURN(int own, OwnNamespaceFd());
+    own_ = own;
+    if (sys::Setns(pidfd, CLONE_NEWPID) != 0) {
+      return PosixError("setns(pid)", errno);
+    }
+    inside_ = true;
+    return absl::OkStatus();
+  }
+
+  // Back to the daemon's own pid namespace; idempotent.
+  void Leave() {
+    if (!inside_) return;
+    inside_ = false;
+    if (sys::Setns(own_, CLONE_NEWPID) != 0) {
+      stuck_ = true;
+      log::Error("spawn: cannot leave a cell's pid namespace",
+                 {{"error", PosixError("setns(pid)", errno)}});
+    }
+  }
+
+  static bool stuck() { return stuck_; }
+
+ private:
+  // The pid namespace the daemon runs in, opened once.
+  static absl::StatusOr<int> OwnNamespaceFd() {
+    static const int fd = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+    static const int error = fd < 0 ? errno : 0;
+    if (fd < 0) return PosixError("open /proc/self/ns/pid", error);
+    return fd;
+  }
+
+  static thread_local bool stuck_;
+  int own_ = -1;
+  bool inside_ = false;
+};
+
+thread_local bool PidNamespaceForChildren::stuck_ = false;
 
 // The signals whose disposition is not SIG_DFL in this process, from
 // /proc/self/status (SigIgn | SigCgt), as a mask with bit sig-1; all of
@@ -347,51 +399,23 @@ absl::Status WriteUserNamespaceMaps(pid_t pid, const SpawnRequest& r) {
   return absl::OkStatus();
 }
 
-// What the child processes said on the sync socket until EOF.
-struct ChildReports {
-  std::optional<Report> error;  // the first error
-  pid_t joined_pid = -1;
-  UniqueFd joined_pidfd;
-};
-
-absl::StatusOr<ChildReports> ReadReports(const UniqueFd& sock) {
-  ChildReports out;
+// The first error the child reported on the sync socket, read until EOF
+// (the child's end closes at its exec, or when it exits).
+absl::StatusOr<std::optional<Report>> ReadReport(const UniqueFd& sock) {
+  std::optional<Report> first;
   for (;;) {
     Report report;
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {&report, sizeof(report)};
-    struct msghdr msg;
-    memset(&msg, 0, sizeof(msg));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    ssize_t n = recvmsg(sock.get(), &msg, MSG_CMSG_CLOEXEC);
+    ssize_t n = recv(sock.get(), &report, sizeof(report), 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return PosixError("recvmsg(spawn sync socket)", errno);
+      return PosixError("recv(spawn sync socket)", errno);
     }
-    if (n == 0) return out;  // every copy closed: exec'ed, exited or init
-    UniqueFd passed;
-    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
-         c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-          c->cmsg_len == CMSG_LEN(sizeof(int))) {
-        int fd;
-        memcpy(&fd, CMSG_DATA(c), sizeof(fd));
-        passed.reset(fd);
-      }
-    }
+    if (n == 0) return first;
     if (static_cast<size_t>(n) != sizeof(report)) {
       return absl::InternalError(
           absl::StrCat("spawn sync socket: message of ", n, " bytes"));
     }
-    if (report.kind == Report::kJoinedChild) {
-      out.joined_pid = static_cast<pid_t>(report.pid);
-      out.joined_pidfd = std::move(passed);
-    } else if (report.kind == Report::kError && !out.error) {
-      out.error = report;
-    }
+    if (!first) first = report;
   }
 }
 
@@ -399,6 +423,11 @@ absl::StatusOr<ChildReports> ReadReports(const UniqueFd& sock) {
 
 absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   RETURN_IF_ERROR(Validate(request));
+  if (PidNamespaceForChildren::stuck()) {
+    return absl::InternalError(
+        "spawn: this thread could not leave a cell's pid namespace after an "
+        "earlier spawn, so it spawns nothing more");
+  }
 
   // Everything the child touches is built here, before the clone.
   std::vector<char*> argv;
@@ -446,8 +475,8 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   // that shares its memory with nobody join a user namespace.
   const bool share_memory =
       !new_user && (request.join_namespaces & CLONE_NEWUSER) == 0;
-  thread_local ChildStacks stacks;
-  if (share_memory) RETURN_IF_ERROR(stacks.Ensure());
+  thread_local ChildStack stack;
+  if (share_memory) RETURN_IF_ERROR(stack.Ensure());
   // clone(2) has no CLONE_INTO_CGROUP: a child that shares our memory
   // joins its cgroup v2 by writing cgroup.procs, as for v1.
   std::vector<int> procs_fds = request.cgroup_procs_fds;
@@ -467,11 +496,9 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   plan.sync_fd = child_end.get();
   plan.wait_for_maps = new_user;
   plan.share_memory = share_memory;
-  if (share_memory) plan.joined_child_stack = stacks.second_top();
   plan.reset_signals = SignalsToReset();
   plan.join_pidfd = request.join_pidfd;
-  plan.join_namespaces = request.join_namespaces;
-  plan.clone_into_joined_pidns = (request.join_namespaces & CLONE_NEWPID) != 0;
+  plan.join_namespaces = request.join_namespaces & ~CLONE_NEWPID;
   plan.cgroup_procs_fds = procs_fds.data();
   plan.cgroup_procs_count = procs_fds.size();
   plan.unshare_cgroup = (request.new_namespaces & CLONE_NEWCGROUP) != 0;
@@ -519,6 +546,10 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   plan.argv = argv.data();
   plan.envp = envp.data();
 
+  PidNamespaceForChildren pid_namespace;
+  if (request.join_namespaces & CLONE_NEWPID) {
+    RETURN_IF_ERROR(pid_namespace.Enter(request.join_pidfd));
+  }
   int pidfd = -1;
   long pid;
   if (share_memory) {
@@ -529,8 +560,7 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
     const int flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD |
                       (request.new_namespaces & ~CLONE_NEWCGROUP);
     ScopedBlockSignals blocked;
-    pid = clone(spawn_internal::ChildMain, stacks.first_top(), flags, &plan,
-                &pidfd);
+    pid = clone(spawn_internal::ChildMain, stack.top(), flags, &plan, &pidfd);
   } else {
     struct clone_args args;
     memset(&args, 0, sizeof(args));
@@ -549,8 +579,15 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
     pid = sys::Clone3(&args, sizeof(args));
     if (pid == 0) spawn_internal::RunChild(plan);
   }
+  const int clone_errno = errno;
+  pid_namespace.Leave();
   if (pid < 0) {
     std::string what = share_memory ? "clone" : "clone3";
+    if (request.join_namespaces & CLONE_NEWPID) {
+      // ENOMEM here means the namespace's init has exited.
+      absl::StrAppend(&what, " into the pid namespace of fd ",
+                      request.join_pidfd);
+    }
     const int created = request.new_namespaces & ~CLONE_NEWCGROUP;
     if (created != 0) {
       absl::StrAppend(&what, " new namespaces ", NamespaceList(created));
@@ -558,9 +595,9 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
     if (request.cgroup_dir_fd >= 0) {
       absl::StrAppend(&what, " into cgroup fd ", request.cgroup_dir_fd);
     }
-    return PosixError(what, errno);
+    return PosixError(what, clone_errno);
   }
-  UniqueFd first_pidfd(pidfd);
+  UniqueFd child_pidfd(pidfd);
   child_end.reset();  // from now on, EOF means every child copy is closed
 
   if (plan.wait_for_maps) {
@@ -571,40 +608,22 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
       maps = PosixError("send to spawned child", errno);
     }
     if (!maps.ok()) {
-      KillAndReap(first_pidfd);
+      KillAndReap(child_pidfd);
       return maps;
     }
   }
 
-  absl::StatusOr<ChildReports> reports = ReadReports(parent_end);
-  if (!reports.ok()) {
-    KillAndReap(first_pidfd);
-    return reports.status();
+  absl::StatusOr<std::optional<Report>> report = ReadReport(parent_end);
+  if (!report.ok()) {
+    KillAndReap(child_pidfd);
+    return report.status();
   }
-  UniqueFd child_pidfd = std::move(first_pidfd);
-  pid_t child_pid = static_cast<pid_t>(pid);
-  if (plan.clone_into_joined_pidns) {
-    // The first child only joined and forked; it has exited or is exiting.
-    absl::StatusOr<siginfo_t> joiner = Reap(child_pidfd.get());
-    child_pidfd = std::move(reports->joined_pidfd);
-    child_pid = reports->joined_pid;
-    if (!joiner.ok()) {
-      KillAndReap(child_pidfd);
-      return joiner.status();
-    }
-    if (!reports->error && !child_pidfd) {
-      return absl::InternalError(absl::StrFormat(
-          "spawn: the process joining pid namespace of fd %d ended (code %d, "
-          "status %d) without passing on its child",
-          request.join_pidfd, joiner->si_code, joiner->si_status));
-    }
-  }
-  if (reports->error) {
+  if (report->has_value()) {
     // The failed child exits right after reporting; leave no zombie.
-    if (child_pidfd) (void)Reap(child_pidfd.get());
-    return PosixError(DescribeStep(request, *reports->error),
-                      reports->error->error);
+    (void)Reap(child_pidfd.get());
+    return PosixError(DescribeStep(request, **report), (*report)->error);
   }
+  const pid_t child_pid = static_cast<pid_t>(pid);
   absl::StatusOr<uint64_t> start_time = ProcessStartTime(child_pid);
   if (!start_time.ok()) {
     KillAndReap(child_pidfd);

@@ -82,9 +82,10 @@ struct SpawnRequest {
   int new_namespaces = 0;
   // Join the namespaces `join_namespaces` (CLONE_NEW* flags, disjoint from
   // new_namespaces) of the process `join_pidfd` (setns with a pidfd, kernel
-  // >= 5.8). Joining a pid namespace takes a second clone (setns only moves
-  // future children): the child is then a child of the caller, so the
-  // caller still reaps it.
+  // >= 5.8). setns(CLONE_NEWPID) moves only the children a thread creates
+  // afterwards, so the calling thread itself enters a joined pid namespace
+  // for the clone and leaves it right after: the child is born there, as
+  // the caller's child, and the caller reaps it.
   int join_pidfd = -1;
   int join_namespaces = 0;
   // Open cgroup.procs fds (v1: one per hierarchy); the child writes "0" to

@@ -25,7 +25,6 @@ namespace {
 [[noreturn]] void Fail(const ChildPlan& plan, Step step, int index,
                        int error) noexcept {
   Report report;
-  report.kind = Report::kError;
   report.step = static_cast<int32_t>(step);
   report.index = index;
   report.error = error;
@@ -77,69 +76,6 @@ void JoinNamespaces(const ChildPlan& plan) noexcept {
       FailErrno(plan, Step::kSetns, ns.flag);
     }
   }
-}
-
-[[noreturn]] void FinishChild(const ChildPlan& plan) noexcept;
-
-int FinishChildMain(void* plan) noexcept {
-  FinishChild(*static_cast<const ChildPlan*>(plan));
-}
-
-// setns(CLONE_NEWPID) only moves future children, so the process that
-// joined clones once more. CLONE_PARENT makes the new process a child of the
-// daemon, which therefore reaps it and gets its exit status. Without
-// share_memory this returns in the new process; with it, the new process
-// runs FinishChild on its own stack while this one waits for its exec. The
-// joining process then hands the new pidfd to the parent and exits.
-void CloneIntoJoinedPidNamespace(const ChildPlan& plan) noexcept {
-  int pidfd = -1;
-  long pid;
-  if (plan.share_memory) {
-    // exit signal 0: with CLONE_PARENT the new process reports to our
-    // parent with our own exit signal (SIGCHLD).
-    pid = clone(FinishChildMain, plan.joined_child_stack,
-                CLONE_VM | CLONE_VFORK | CLONE_PARENT | CLONE_PIDFD,
-                const_cast<ChildPlan*>(&plan), &pidfd);
-  } else {
-    struct clone_args args;
-    memset(&args, 0, sizeof(args));
-    args.flags = CLONE_PARENT | CLONE_PIDFD;
-    args.pidfd = reinterpret_cast<uintptr_t>(&pidfd);
-    // clone3 requires 0 here with CLONE_PARENT, as above.
-    args.exit_signal = 0;
-    pid = sys::Clone3(&args, sizeof(args));
-    if (pid == 0) return;
-  }
-  if (pid < 0) FailErrno(plan, Step::kCloneJoined);
-
-  Report report;
-  report.kind = Report::kJoinedChild;
-  report.pid = pid;
-  struct iovec iov = {&report, sizeof(report)};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  memset(control, 0, sizeof(control));
-  struct msghdr msg;
-  memset(&msg, 0, sizeof(msg));
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  struct cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cmsg), &pidfd, sizeof(int));
-  ssize_t n;
-  do {
-    n = sendmsg(plan.sync_fd, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) {
-    int error = errno;
-    // The parent cannot learn about the new process; do not let it run.
-    sys::PidfdSendSignal(pidfd, SIGKILL, nullptr, 0);
-    Fail(plan, Step::kSendPidfd, 0, error);
-  }
-  _exit(0);
 }
 
 void JoinCgroups(const ChildPlan& plan) noexcept {
@@ -269,11 +205,7 @@ void ExecCellInit(const ChildPlan& plan) noexcept {
   FailErrno(plan, Step::kExecve);
 }
 
-}  // namespace
-
-namespace {
-
-void FinishChild(const ChildPlan& plan) noexcept {
+[[noreturn]] void FinishChild(const ChildPlan& plan) noexcept {
   JoinCgroups(plan);
   SetUpMounts(plan);
   if (plan.hostname != nullptr &&
@@ -305,7 +237,6 @@ void RunChild(const ChildPlan& plan) noexcept {
   ResetSignalDispositions(plan);
   if (plan.wait_for_maps) WaitForMaps(plan);
   JoinNamespaces(plan);
-  if (plan.clone_into_joined_pidns) CloneIntoJoinedPidNamespace(plan);
   FinishChild(plan);
 }
 

@@ -25,9 +25,7 @@ namespace mycel::spawn_internal {
 enum class Step : int32_t {
   kUserNsSync = 1,  // waiting for the parent to write the uid/gid maps
   kSetns,           // index: the CLONE_NEW* flag
-  kCloneJoined,     // the second clone, into a joined pid namespace
-  kSendPidfd,
-  kCgroupProcs,  // index: position in cgroup_procs_fds
+  kCgroupProcs,     // index: position in cgroup_procs_fds
   kUnshareCgroup,
   kMountPrivate,
   kBindRootfs,
@@ -51,14 +49,11 @@ enum class Step : int32_t {
   kExecve,
 };
 
-// One datagram on the sync socket, child → parent.
+// One datagram on the sync socket, child → parent: the step that failed.
 struct Report {
-  enum Kind : int32_t { kError = 1, kJoinedChild = 2 };
-  int32_t kind = 0;
   int32_t step = 0;
   int32_t index = 0;
   int32_t error = 0;  // errno
-  int64_t pid = 0;    // kJoinedChild: its pid; its pidfd rides as SCM_RIGHTS
 };
 
 // The byte the parent sends once the uid/gid maps are written.
@@ -85,11 +80,8 @@ struct ChildPlan {
   bool wait_for_maps = false;
 
   // The child shares the parent's memory (CLONE_VM|CLONE_VFORK): the
-  // parent's thread is suspended until the child execs or exits. A process
-  // that joins a pid namespace then clones the final process the same way,
-  // on `joined_child_stack` (the highest address of its stack).
+  // parent's thread is suspended until the child execs or exits.
   bool share_memory = false;
-  void* joined_child_stack = nullptr;
 
   // Signals the parent ignores or handles (bit sig-1), which the child
   // resets to SIG_DFL: SIG_IGN would survive execve, and a handler of the
@@ -98,9 +90,11 @@ struct ChildPlan {
   // execve.
   uint64_t reset_signals = 0;
 
+  // Joined by the child with setns, in kNamespaceOrder. Never CLONE_NEWPID:
+  // the parent's thread enters a joined pid namespace for the clone, so the
+  // child is born in it (setns(CLONE_NEWPID) moves only future children).
   int join_pidfd = -1;
   int join_namespaces = 0;
-  bool clone_into_joined_pidns = false;
 
   const int* cgroup_procs_fds = nullptr;
   size_t cgroup_procs_count = 0;

@@ -273,7 +273,52 @@ TEST_CASE("the cell init keeps no copy of the daemon's memory") {
   CHECK(heap[kHeap - 4096] == 2);
 }
 
-TEST_CASE("joining without the pid namespace needs no second clone") {
+// What a /proc namespace link names: "pid:[4026531836]".
+std::string Link(const std::string& path) {
+  char buf[64];
+  ssize_t n = readlink(path.c_str(), buf, sizeof(buf));
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+TEST_CASE("a joined pid namespace holds the child, not the spawning thread") {
+  const std::string own = Link("/proc/self/ns/pid");
+  const std::string for_children = "/proc/thread-self/ns/pid_for_children";
+  REQUIRE(!own.empty());
+  REQUIRE(Link(for_children) == own);
+  Cell cell;
+  REQUIRE(cell.Start().ok());
+  const std::string cell_ns =
+      Link(absl::StrCat("/proc/", cell.init().pid(), "/ns/pid"));
+  REQUIRE(cell_ns != own);
+
+  // The child is born in the cell's namespace, as our direct child.
+  auto child = Spawn(cell.Exec("exec sleep 30"));
+  REQUIRE(child.ok());
+  CHECK(Link(absl::StrCat("/proc/", child->pid(), "/ns/pid")) == cell_ns);
+  CHECK(StatusField(child->pid(), "PPid") == absl::StrCat(getpid()));
+  CHECK(StatusField(child->pid(), "NSpid") ==
+        absl::StrCat(child->pid(), "\t2"));
+  // This thread is back in its own namespace: its next child is a host one.
+  CHECK(Link(for_children) == own);
+  auto plain = SpawnAndWait(ShellRequest("readlink /proc/self/ns/pid"));
+  REQUIRE(plain.ok());
+  CHECK(plain->out == own + "\n");
+  REQUIRE(child->Signal(SIGKILL).ok());
+  REQUIRE(child->Wait().ok());
+
+  // A cell whose init is gone has no pid namespace to join; the error
+  // names the step, and the thread is back all the same.
+  REQUIRE(cell.init().Signal(SIGKILL).ok());
+  REQUIRE(cell.init().Wait().ok());
+  auto late = Spawn(cell.Exec("true"));
+  REQUIRE_FALSE(late.ok());
+  CHECK(late.status().code() == absl::StatusCode::kNotFound);
+  CHECK(late.status().message() == "setns(pid): No such process (ESRCH)");
+  CHECK(Link(for_children) == own);
+  CHECK(UnreapedChildren().empty());
+}
+
+TEST_CASE("joining only the uts namespace sees the cell's hostname") {
   Cell cell;
   REQUIRE(cell.Start().ok());
   SpawnRequest request = cell.Exec("cat /proc/sys/kernel/hostname");
@@ -283,11 +328,11 @@ TEST_CASE("joining without the pid namespace needs no second clone") {
   CHECK(joined->out == "c1\n");
 }
 
-TEST_CASE("errors of the joining process and of its child name the step") {
+TEST_CASE("errors in a child of a joined pid namespace name the step") {
   Cell cell;
   REQUIRE(cell.Start().ok());
-  // The init shares our user namespace, which cannot be re-entered: fails
-  // in the first child, before the second clone.
+  // The init shares our user namespace, which cannot be re-entered: the
+  // child, already in the cell's pid namespace, fails to join it.
   SpawnRequest request = cell.Exec("true");
   request.join_namespaces = kCellNamespaces | CLONE_NEWUSER;
   auto first = Spawn(request);
@@ -295,7 +340,7 @@ TEST_CASE("errors of the joining process and of its child name the step") {
   CHECK(first.status().message() == "setns(user): Invalid argument (EINVAL)");
   const std::string only_init = absl::StrCat(cell.init().pid(), " ");
   CHECK(UnreapedChildren() == only_init);
-  // Fails in the second child, inside the cell's pid namespace.
+  // Fails later in the child, inside the cell's pid namespace.
   request = cell.Exec("true");
   request.cwd = "/nope";
   auto second = Spawn(request);
