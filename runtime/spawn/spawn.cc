@@ -389,14 +389,19 @@ absl::Status WriteProcFile(pid_t pid, absl::string_view name,
 }
 
 absl::Status WriteUserNamespaceMaps(pid_t pid, const SpawnRequest& r) {
-  if (r.supplementary_groups.empty()) {
-    RETURN_IF_ERROR(WriteProcFile(pid, "setgroups", "deny"));
-  }
   if (!r.uid_map.empty())
     RETURN_IF_ERROR(WriteProcFile(pid, "uid_map", r.uid_map));
-  if (!r.gid_map.empty())
-    RETURN_IF_ERROR(WriteProcFile(pid, "gid_map", r.gid_map));
-  return absl::OkStatus();
+  if (r.gid_map.empty()) return absl::OkStatus();
+  // With CAP_SETGID (a root daemon) the kernel takes the map as it is, and
+  // the namespace allows setgroups, which its processes need to drop the
+  // daemon's supplementary groups. Without it, the kernel requires that
+  // setgroups be denied first.
+  absl::Status s = WriteProcFile(pid, "gid_map", r.gid_map);
+  if (absl::IsPermissionDenied(s) && r.supplementary_groups.empty()) {
+    RETURN_IF_ERROR(WriteProcFile(pid, "setgroups", "deny"));
+    s = WriteProcFile(pid, "gid_map", r.gid_map);
+  }
+  return s;
 }
 
 // The first error the child reported on the sync socket, read until EOF
@@ -519,21 +524,27 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   for (int i = 0; i < 3; ++i) {
     plan.stdio[i] = stdio[i] >= 0 ? stdio[i] : devnull.get();
   }
-  // In a new user namespace setgroups is denied unless groups were asked
-  // for (see SpawnRequest::uid_map), so it is only called then.
-  plan.set_groups = !request.supplementary_groups.empty() ||
-                    (!new_user && (request.uid || request.gid));
+  // Creating or joining a user namespace does not change the child's ids:
+  // it still runs as the daemon's host uid and gids (root's, for myceld),
+  // unmapped inside but still the owner of the host's files. So in a user
+  // namespace the child always sets its ids, by default to the namespace's
+  // root (for a new namespace: when the matching map is given), and
+  // replaces its supplementary groups (clears them by default).
+  const bool joins_user = (request.join_namespaces & CLONE_NEWUSER) != 0;
+  plan.set_gid = request.gid.has_value() || joins_user ||
+                 (new_user && !request.gid_map.empty());
+  plan.gid = request.gid.value_or(0);
+  plan.set_uid = request.uid.has_value() || joins_user ||
+                 (new_user && !request.uid_map.empty());
+  plan.uid = request.uid.value_or(0);
+  plan.set_groups =
+      !request.supplementary_groups.empty() || plan.set_uid || plan.set_gid;
   plan.groups = request.supplementary_groups.data();
   plan.groups_count = request.supplementary_groups.size();
-  // Writing a map does not change the child's ids: it still runs as the
-  // daemon's (unmapped) uid. In a new user namespace with maps, it becomes
-  // the namespace's root unless the request names other ids.
-  plan.set_gid =
-      request.gid.has_value() || (new_user && !request.gid_map.empty());
-  plan.gid = request.gid.value_or(0);
-  plan.set_uid =
-      request.uid.has_value() || (new_user && !request.uid_map.empty());
-  plan.uid = request.uid.value_or(0);
+  // Only an unprivileged creator's namespace denies setgroups (see
+  // SpawnRequest::uid_map); there, clearing the groups is skipped.
+  plan.groups_deniable =
+      (new_user || joins_user) && request.supplementary_groups.empty();
   plan.cwd = request.cwd.empty() ? "/" : request.cwd.c_str();
   plan.pre_exec = request.pre_exec.data();
   plan.pre_exec_count = request.pre_exec.size();

@@ -65,10 +65,12 @@ struct SpawnRequest {
   // "" → "/". Applied after the rootfs pivot, so it is a path inside it.
   std::string cwd;
   // setgroups/setresgid/setresuid, in that order. Supplementary groups are
-  // replaced (cleared when empty) whenever uid or gid is set, except in a
-  // new user namespace where setgroups is denied (see uid_map). In a new
-  // user namespace, uid and gid default to 0 (its root) when the matching
-  // map is given; ids are then those inside the namespace.
+  // replaced (cleared when empty) whenever uid or gid is set. In a user
+  // namespace, new or joined, the ids are those inside it and default to 0,
+  // its root (in a new one: when the matching map is given), so that no
+  // process keeps the caller's host ids; supplementary groups are replaced
+  // too, except in a namespace that denies setgroups (see uid_map) when
+  // none are asked for.
   std::optional<uid_t> uid;
   std::optional<gid_t> gid;
   std::vector<gid_t> supplementary_groups;
@@ -111,10 +113,10 @@ struct SpawnRequest {
   // Bring "lo" up, only when CLONE_NEWNET is new.
   bool loopback_up = false;
   // Only when CLONE_NEWUSER is new: written by the parent to
-  // /proc/PID/{uid_map,gid_map} while the child waits. "deny" is written to
-  // /proc/PID/setgroups first (as unprivileged map writers must) unless
-  // supplementary_groups is not empty, in which case the parent needs
-  // CAP_SETGID in its own user namespace.
+  // /proc/PID/{uid_map,gid_map} while the child waits. A parent with
+  // CAP_SETGID (root) writes them as they are, and the namespace allows
+  // setgroups; an unprivileged one must deny setgroups in it first, which it
+  // does when no supplementary_groups are asked for.
   std::string uid_map, gid_map;
   // setsid(): the child leads a new session and process group, so it is not
   // hit by signals sent to the daemon's terminal or group.

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <thread>
@@ -250,6 +251,41 @@ TEST_CASE("in a pid namespace the cell's own init is PID 1") {
   int procs = 0;
   REQUIRE(absl::SimpleAtoi(lines[3], &procs));
   CHECK(procs <= 4);  // init, sh, ls, grep: not the host's processes
+}
+
+TEST_CASE("a user namespace makes the cell's root an unprivileged host uid") {
+  if (!NeedRoot()) return;
+  Node n;
+  TempDir host;
+  REQUIRE(chmod(host.path().c_str(), 0755) == 0);
+  // Inside, the workload is root; outside, it is uid 100000 (the default
+  // map), so the host's root-only files are closed to it.
+  auto r = n.Cli({"run", "--isolate", "user,pid,mount", "--", "sh", "-c",
+                  "id -u; grep -E '^(Uid|Gid):' /proc/self/status | cut -f2; "
+                  "cat /etc/shadow >/dev/null 2>&1 || echo shadow-denied; "
+                  "touch " +
+                      host.Sub("made-by-cell") +
+                      " 2>/dev/null || echo write-denied"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "0\n0\n0\nshadow-denied\nwrite-denied\n");
+  CHECK(access(host.Sub("made-by-cell").c_str(), F_OK) != 0);
+  // Seen from the host: the long-running executable of such a cell.
+  REQUIRE(
+      n.Cli({"cell", "create", "u", "--isolate", "user,pid,mount"}).exit_code ==
+      0);
+  REQUIRE(n.Cli({"exec", "u", "--name", "s", "--", "sleep", "30"}).exit_code ==
+          0);
+  auto s = WaitFor(n.d(), "u", "s", [](const mycel::v1::Executable& e) {
+    return e.status().state() == mycel::v1::EXECUTABLE_STATE_RUNNING;
+  });
+  auto status =
+      testing::Shell(absl::StrCat("grep -E '^(Uid|Gid|Groups):' /proc/",
+                                  s.status().pid(), "/status | sed 's/ *$//'"));
+  CHECK(status.out ==
+        "Uid:\t100000\t100000\t100000\t100000\n"
+        "Gid:\t100000\t100000\t100000\t100000\n"
+        "Groups:\t\n");
+  CHECK(n.Cli({"cell", "rm", "--force", "u"}).exit_code == 0);
 }
 
 TEST_CASE(

@@ -162,9 +162,22 @@ void SetUpStdio(const ChildPlan& plan) noexcept {
   }
 }
 
+// Whether this process's user namespace denies setgroups.
+bool SetgroupsDenied() noexcept {
+  int fd = open("/proc/self/setgroups", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[8];
+  ssize_t n = read(fd, buf, sizeof(buf));
+  close(fd);
+  return n >= 4 && memcmp(buf, "deny", 4) == 0;
+}
+
 void SetCredentials(const ChildPlan& plan) noexcept {
   if (plan.set_groups && sys::Setgroups(plan.groups_count, plan.groups) != 0) {
-    FailErrno(plan, Step::kSetgroups);
+    const int error = errno;
+    if (!(error == EPERM && plan.groups_deniable && SetgroupsDenied())) {
+      Fail(plan, Step::kSetgroups, 0, error);
+    }
   }
   if (plan.set_gid && sys::Setresgid(plan.gid, plan.gid, plan.gid) != 0) {
     FailErrno(plan, Step::kSetresgid);

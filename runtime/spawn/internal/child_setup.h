@@ -116,6 +116,9 @@ struct ChildPlan {
   bool set_groups = false;
   const gid_t* groups = nullptr;
   size_t groups_count = 0;
+  // setgroups may fail with EPERM because the user namespace denies it
+  // (/proc/self/setgroups is "deny"); it is then skipped.
+  bool groups_deniable = false;
   bool set_gid = false;
   gid_t gid = 0;
   bool set_uid = false;

@@ -318,6 +318,66 @@ TEST_CASE("a joined pid namespace holds the child, not the spawning thread") {
   CHECK(UnreapedChildren().empty());
 }
 
+TEST_CASE("joining a cell's user namespace drops the host's ids") {
+  SpawnRequest init_request;
+  init_request.cell_init = true;
+  init_request.new_namespaces = kCellNamespaces | CLONE_NEWUSER;
+  init_request.mount_proc = true;
+  init_request.uid_map = "0 100000 65536";
+  init_request.gid_map = "0 100000 65536";
+  auto init = Spawn(init_request);
+  REQUIRE(init.ok());
+  CHECK(Eventually(
+      [&] {
+        return ReadOr(absl::StrCat("/proc/", init->pid(), "/comm")) ==
+               absl::StrCat(kCellInitName, "\n");
+      },
+      std::chrono::seconds(5)));
+  // The init itself is the namespace's root, with no supplementary group.
+  CHECK(StatusField(init->pid(), "Uid") == "100000\t100000\t100000\t100000");
+  CHECK(StatusField(init->pid(), "Groups").empty());
+
+  // No uid or gid asked for: the namespace's root, not the host's.
+  SpawnRequest request = ShellRequest(
+      "id -u; id -G; readlink /proc/self/ns/pid; cat /etc/shadow >/dev/null "
+      "2>&1 || echo denied; exec sleep 30");
+  request.join_pidfd = init->pidfd();
+  request.join_namespaces = kCellNamespaces | CLONE_NEWUSER;
+  spawn_test::Capture out;
+  request.stdout_fd = out.fd();
+  auto joined = Spawn(request);
+  REQUIRE(joined.ok());
+  const std::string expected = absl::StrCat(
+      "0\n0\n", Link(absl::StrCat("/proc/", init->pid(), "/ns/pid")),
+      "\ndenied\n");
+  CHECK(Eventually([&] { return out.Read() == expected; },
+                   std::chrono::seconds(5)));
+  CHECK(out.Read() == expected);
+  CHECK(StatusField(joined->pid(), "Uid") == "100000\t100000\t100000\t100000");
+  CHECK(StatusField(joined->pid(), "Gid") == "100000\t100000\t100000\t100000");
+  CHECK(StatusField(joined->pid(), "Groups").empty());
+  CHECK(Link("/proc/thread-self/ns/pid_for_children") ==
+        Link("/proc/self/ns/pid"));
+  REQUIRE(joined->Signal(SIGKILL).ok());
+  REQUIRE(joined->Wait().ok());
+
+  // Other ids are those inside the namespace.
+  request = ShellRequest("exec sleep 30");
+  request.join_pidfd = init->pidfd();
+  request.join_namespaces = kCellNamespaces | CLONE_NEWUSER;
+  request.uid = 1000;
+  request.gid = 1000;
+  request.supplementary_groups = {5};
+  auto other = Spawn(request);
+  REQUIRE(other.ok());
+  CHECK(StatusField(other->pid(), "Uid") == "101000\t101000\t101000\t101000");
+  CHECK(StatusField(other->pid(), "Groups") == "100005");
+  REQUIRE(other->Signal(SIGKILL).ok());
+  REQUIRE(other->Wait().ok());
+  REQUIRE(init->Signal(SIGKILL).ok());
+  REQUIRE(init->Wait().ok());
+}
+
 TEST_CASE("joining only the uts namespace sees the cell's hostname") {
   Cell cell;
   REQUIRE(cell.Start().ok());
@@ -497,7 +557,11 @@ TEST_CASE("user namespace: root inside, the mapped uid outside") {
                    std::chrono::seconds(5)));
   CHECK(StatusField(child->pid(), "Uid") == "100000\t100000\t100000\t100000");
   CHECK(StatusField(child->pid(), "Gid") == "100000\t100000\t100000\t100000");
-  CHECK(ReadOr(absl::StrCat("/proc/", child->pid(), "/setgroups")) == "deny\n");
+  // Maps written by root: setgroups stays allowed, and the child has
+  // dropped the daemon's supplementary groups.
+  CHECK(ReadOr(absl::StrCat("/proc/", child->pid(), "/setgroups")) ==
+        "allow\n");
+  CHECK(StatusField(child->pid(), "Groups").empty());
   REQUIRE(child->Signal(SIGKILL).ok());
   REQUIRE(child->Wait().ok());
 
