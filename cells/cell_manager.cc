@@ -6,7 +6,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -763,12 +762,15 @@ bool CellManager::WaitForChildExit(const std::string& cname,
   // The reaper would report this exit too, but only after SIGCHLD has woken
   // the event loop's thread and that thread has taken mu_; on a machine
   // where waking an idle CPU is slow, that is a good part of a short
-  // command's life. The pidfd turns readable as the process exits, and
-  // waitid(WNOWAIT) reads its status without reaping it: the reaper still
-  // collects it, and its callback then finds a newer generation.
+  // command's life. The pidfd turns readable as the process exits, and the
+  // reaper collects it for us at once. That matters beyond this call: a
+  // zombie holds its pid in the cell's pid namespace, and the cell's init,
+  // once killed, cannot finish exiting (nor leave the cgroup that deleting
+  // the cell waits to empty) while one is left.
   UniqueFd pidfd(fcntl(exe->child->pidfd(), F_DUPFD_CLOEXEC, 0));
   if (!pidfd) return false;
   const uint64_t generation = exe->generation;
+  const pid_t pid = exe->child->pid();
   pollfd p = {pidfd.get(), POLLIN, 0};
   mu_.Unlock();
   int ready = poll(&p, 1, 100);
@@ -776,18 +778,11 @@ bool CellManager::WaitForChildExit(const std::string& cname,
   if (ready <= 0) return true;  // timeout or EINTR: check again
   absl::StatusOr<Exe*> found = FindExe(cname, ename);
   if (!found.ok() || (*found)->generation != generation) return true;
-  siginfo_t info = {};
-  if (waitid(P_PIDFD, pidfd.get(), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
-      info.si_pid == 0) {
-    // Already reaped (ECHILD): the reaper's callback has the status and is
-    // waiting for mu_.
-    return false;
-  }
-  ChildExit exit;
-  exit.pid = info.si_pid;
-  exit.code = info.si_code;
-  exit.status = info.si_status;
-  HandleExit(cname, ename, *found, &exit);
+  std::optional<ChildExit> exit = reaper_->Collect(pidfd.get(), pid);
+  // nullopt: the reaper got there first; its callback has the status and
+  // is waiting for mu_.
+  if (!exit.has_value()) return false;
+  HandleExit(cname, ename, *found, &*exit);
   return true;
 }
 

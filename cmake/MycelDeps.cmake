@@ -26,7 +26,8 @@ endfunction()
 
 mycel_pkg(GRPCPP grpc++)
 mycel_pkg(PROTOBUF protobuf)
-mycel_pkg(ABSL absl_status absl_statusor absl_strings absl_str_format
+mycel_pkg(ABSL absl_hash absl_raw_hash_set absl_status absl_statusor
+          absl_strings absl_str_format
           absl_synchronization absl_time)
 mycel_pkg(SQLITE3 sqlite3)
 mycel_pkg(OPENSSL openssl)

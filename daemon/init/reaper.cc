@@ -27,6 +27,25 @@ void Reaper::Unwatch(pid_t pid) {
   watches_.erase(pid);
 }
 
+std::optional<ChildExit> Reaper::Collect(int pidfd, pid_t pid) {
+  absl::MutexLock lock(&mu_);
+  siginfo_t info = {};
+  // A pidfd names one process even after its pid is reused; ECHILD once
+  // it has been reaped.
+  while (waitid(P_PIDFD, static_cast<id_t>(pidfd), &info, WEXITED | WNOHANG) !=
+         0) {
+    if (errno != EINTR) return std::nullopt;
+  }
+  if (info.si_pid == 0) return std::nullopt;  // still running
+  // Not reaped until now, so `pid` is still its pid and the watch is its.
+  if (watches_.erase(pid) > 0) {
+    ++watched_reaped_;
+  } else {
+    ++orphans_reaped_;
+  }
+  return ChildExit{info.si_pid, info.si_code, info.si_status};
+}
+
 int Reaper::ReapAll() {
   std::vector<std::pair<Callback, ChildExit>> ready;
   int reaped = 0;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -58,6 +59,15 @@ class Reaper {
   void Watch(pid_t pid, Callback on_exit) ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets a watch; the child, when it exits, is reaped as an orphan.
   void Unwatch(pid_t pid) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Collects the child behind `pidfd` (whose pid is `pid`) now, if it has
+  // exited, instead of leaving it to ReapAll: for a caller that learnt of
+  // the exit from the pidfd and must not wait for SIGCHLD to reach the
+  // reaper's thread. Its watch is dropped without being called. nullopt
+  // while it runs, or when ReapAll has collected it already (then the watch
+  // has been, or is being, called).
+  std::optional<ChildExit> Collect(int pidfd, pid_t pid)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Collects every child that has exited. Callbacks run after the lock is
   // released, on the calling thread, so they may spawn and watch again.
