@@ -561,15 +561,14 @@ void CellManager::OnExit(const std::string& cname, const std::string& ename,
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Exe*> found = FindExe(cname, ename);
   if (!found.ok()) return;  // deleted meanwhile
-  // Also stale once Wait() has seen this exit through the pidfd.
   if ((*found)->generation != generation) return;
   HandleExit(cname, ename, *found, exit);
 }
 
 void CellManager::HandleExit(const std::string& cname, const std::string& ename,
                              Exe* exe, const ChildExit* exit) {
-  // This run is over: a timer or callback that still names its generation
-  // (the reaper's, when Wait() got here first; a stop's SIGKILL) is stale.
+  // This run is over: a timer that still names its generation (a stop's
+  // SIGKILL) is stale.
   ++exe->generation;
   absl::Time now = absl::Now();
   auto& st = exe->status;
