@@ -111,12 +111,11 @@ void RunCellInit() noexcept {
   }
 }
 
-namespace {
-
 // Called by mycel_entry (below) with the process's argc and argv, before
 // the C library starts. Returns at once unless the process is a cell init.
-extern "C" __attribute__((used)) void MycelCellInitEntry(long argc,
-                                                         char** argv) noexcept {
+// A C name, so that the assembly can call it.
+extern "C" __attribute__((used, visibility("hidden"))) void MycelCellInitEntry(
+    long argc, char** argv) noexcept {
   if (argc != 1 || argv == nullptr || argv[0] == nullptr) return;
   const char* a = argv[0];
   const char* b = kCellInitArgv0;
@@ -127,7 +126,6 @@ extern "C" __attribute__((used)) void MycelCellInitEntry(long argc,
   RunCellInit();
 }
 
-}  // namespace
 }  // namespace mycel
 
 // The entry point of every binary that links this file (the link option
