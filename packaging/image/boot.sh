@@ -21,7 +21,8 @@ usage: $0 OUTDIR --api-port PORT [--initrd FILE] [--append EXTRA] [--memory MB]
   --append EXTRA   more kernel command-line words
   --memory MB      guest memory (default 256)
 
-Environment: MYCEL_QEMU (default qemu-system-x86_64).
+Environment: MYCEL_QEMU (default qemu-system-x86_64); MYCEL_ACCEL=kvm or
+tcg forces the accelerator (default: KVM where it boots a kernel, else TCG).
 EOF
 }
 
@@ -75,7 +76,30 @@ host_tsc_khz() {
   fi
 }
 
-# KVM where the host has it (the guest gets kvmclock); TCG elsewhere.
+# Whether KVM can boot this kernel. /dev/kvm alone does not tell: a nested
+# KVM inside some cloud VMs opens, but QEMU's -cpu host then fails to set
+# IA32_ARCH_CAPABILITIES, and without that MSR the guest hangs before its
+# first line (both seen on a build machine). So boot the kernel once with no
+# initramfs, and look for its banner; a working KVM prints it in well under a
+# second. The verdict is kept for this host boot.
+kvm_boots() {
+  [ -r /dev/kvm ] && [ -w /dev/kvm ] || return 1
+  local cache
+  cache="${TMPDIR:-/tmp}/mycel-kvm-probe.$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown).$(id -u)"
+  if [ ! -f "$cache" ]; then
+    local verdict=no out
+    # Without an initramfs the kernel panics at once, and -no-reboot ends
+    # QEMU there.
+    out=$(timeout 5 "$qemu" -M microvm -enable-kvm -cpu host -m 256 -smp 1 \
+      -display none -serial stdio -no-reboot -kernel "$dir/vmlinuz" \
+      -append "console=ttyS0 panic=-1 reboot=t" </dev/null 2>/dev/null || true)
+    if [[ "$out" == *"Linux version"* ]]; then verdict=yes; fi
+    echo "$verdict" >"$cache.$$" && mv -f "$cache.$$" "$cache"
+  fi
+  [ "$(cat "$cache")" = yes ]
+}
+
+# KVM where it works (the guest gets kvmclock); TCG elsewhere.
 # Under TCG the default CPU has no RDRAND, so nothing seeds the guest's CRNG
 # until interrupts have gathered enough entropy (about 1.5 s after /init
 # was seen), and myceld's first getrandom() for TLS waits for it. TCG
@@ -83,7 +107,13 @@ host_tsc_khz() {
 # before /init runs and myceld was ready about 1 s sooner.
 accel=(-cpu "qemu64,+rdrand")
 tsc=""
-if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+case "${MYCEL_ACCEL:-auto}" in
+  kvm) use_kvm=yes ;;
+  tcg) use_kvm=no ;;
+  auto) if kvm_boots; then use_kvm=yes; else use_kvm=no; fi ;;
+  *) die "MYCEL_ACCEL wants kvm, tcg or auto, got \"$MYCEL_ACCEL\"" ;;
+esac
+if [ "$use_kvm" = yes ]; then
   accel=(-enable-kvm -cpu host)
 else
   khz=$(host_tsc_khz || true)
