@@ -190,7 +190,21 @@ absl::StatusOr<std::unique_ptr<CgroupV1>> CgroupV1::Open(
           return InheritCpuset(*fs, path, parent);
         }));
   }
-  return std::make_unique<CgroupV1>(std::move(roots), std::move(fs));
+  // A new v1 cpuset cgroup has no CPUs (and refuses tasks) unless its
+  // parent has clone_children set; then it starts with the parent's. That
+  // saves a cell two reads and two writes; without it (the write failed),
+  // Apply copies them.
+  bool cpuset_cloned = false;
+  if (!roots.cpuset.empty()) {
+    absl::Status s = fs->Write(roots.cpuset + "/cgroup.clone_children", "1");
+    cpuset_cloned = s.ok();
+    if (!s.ok()) {
+      log::Warn("cells will copy their cpuset by hand", {{"error", s}});
+    }
+  }
+  auto driver = std::make_unique<CgroupV1>(std::move(roots), std::move(fs));
+  driver->cpuset_cloned_ = cpuset_cloned;
+  return driver;
 }
 
 CgroupV1::CgroupV1(Roots roots, std::unique_ptr<CgroupFs> fs)
@@ -237,10 +251,19 @@ absl::Status CgroupV1::RequireCell(const std::string& cell) {
 }
 
 absl::Status CgroupV1::ApplyMemory(const std::string& dir,
-                                   const CgroupLimits& limits) {
+                                   const CgroupLimits& limits, bool fresh) {
+  if (fresh && !limits.memory_max.has_value() &&
+      !limits.memory_swap_max.has_value() && !limits.memory_high.has_value()) {
+    return absl::OkStatus();
+  }
   std::string limit_path = dir + "/memory.limit_in_bytes";
   std::string memsw_path = dir + "/memory.memsw.limit_in_bytes";
-  ASSIGN_OR_RETURN(bool has_memsw, PathExists(memsw_path));
+  // A fresh memsw limit is unlimited, which any memory limit fits under.
+  const bool touch_memsw = !fresh || limits.memory_swap_max.has_value();
+  bool has_memsw = false;
+  if (touch_memsw) {
+    ASSIGN_OR_RETURN(has_memsw, PathExists(memsw_path));
+  }
   std::string limit =
       limits.memory_max.has_value() ? absl::StrCat(*limits.memory_max) : "-1";
 
@@ -260,7 +283,9 @@ absl::Status CgroupV1::ApplyMemory(const std::string& dir,
   }
 
   if (!has_memsw) {
-    RETURN_IF_ERROR(fs_->Write(limit_path, limit));
+    if (!fresh || limits.memory_max.has_value()) {
+      RETURN_IF_ERROR(fs_->Write(limit_path, limit));
+    }
   } else {
     // The kernel keeps memsw >= limit at every step, so the order of the
     // two writes depends on whether the limit goes up or down.
@@ -284,6 +309,7 @@ absl::Status CgroupV1::ApplyMemory(const std::string& dir,
     }
   }
 
+  if (fresh && !limits.memory_high.has_value()) return absl::OkStatus();
   return fs_->Write(dir + "/memory.soft_limit_in_bytes",
                     limits.memory_high.has_value()
                         ? absl::StrCat(*limits.memory_high)
@@ -291,7 +317,7 @@ absl::Status CgroupV1::ApplyMemory(const std::string& dir,
 }
 
 absl::Status CgroupV1::Apply(const std::string& cell,
-                             const CgroupLimits& limits) {
+                             const CgroupLimits& limits, bool fresh) {
   // cpuset first: until it has CPUs and memory nodes no task can join.
   if (!roots_.cpuset.empty()) {
     std::string dir = CellDir("cpuset", cell);
@@ -300,6 +326,7 @@ absl::Status CgroupV1::Apply(const std::string& cell,
                                                            &limits.cpuset_cpus},
           {"cpuset.mems", &limits.cpuset_mems}}) {
       std::string value = *wanted;
+      if (value.empty() && fresh && cpuset_cloned_) continue;
       if (value.empty()) {
         ASSIGN_OR_RETURN(std::string inherited,
                          ReadFile(absl::StrCat(roots_.cpuset, "/", file)));
@@ -313,19 +340,27 @@ absl::Status CgroupV1::Apply(const std::string& cell,
                      ": the cpuset controller is not mounted on this host"));
   }
 
+  // A fresh cell's period is already the kernel's default, kCpuPeriodUsec.
   std::string cpu = CellDir("cpu", cell);
-  RETURN_IF_ERROR(
-      fs_->Write(cpu + "/cpu.cfs_period_us", absl::StrCat(kCpuPeriodUsec)));
-  RETURN_IF_ERROR(fs_->Write(cpu + "/cpu.cfs_quota_us",
-                             limits.cpu_max.has_value()
-                                 ? absl::StrCat(CpuQuotaUsec(*limits.cpu_max))
-                                 : "-1"));
-  RETURN_IF_ERROR(fs_->Write(
-      cpu + "/cpu.shares",
-      absl::StrCat(CpuWeightToShares(limits.cpu_weight.value_or(100)))));
+  if (!fresh) {
+    RETURN_IF_ERROR(
+        fs_->Write(cpu + "/cpu.cfs_period_us", absl::StrCat(kCpuPeriodUsec)));
+  }
+  if (!fresh || limits.cpu_max.has_value()) {
+    RETURN_IF_ERROR(fs_->Write(cpu + "/cpu.cfs_quota_us",
+                               limits.cpu_max.has_value()
+                                   ? absl::StrCat(CpuQuotaUsec(*limits.cpu_max))
+                                   : "-1"));
+  }
+  if (!fresh || limits.cpu_weight.has_value()) {
+    RETURN_IF_ERROR(fs_->Write(
+        cpu + "/cpu.shares",
+        absl::StrCat(CpuWeightToShares(limits.cpu_weight.value_or(100)))));
+  }
 
-  RETURN_IF_ERROR(ApplyMemory(CellDir("memory", cell), limits));
+  RETURN_IF_ERROR(ApplyMemory(CellDir("memory", cell), limits, fresh));
 
+  if (fresh && !limits.pids_max.has_value()) return absl::OkStatus();
   return fs_->Write(
       CellDir("pids", cell) + "/pids.max",
       limits.pids_max.has_value() ? absl::StrCat(*limits.pids_max) : "max");
@@ -346,7 +381,7 @@ absl::Status CgroupV1::Create(const std::string& cell,
     if (!status.ok()) break;
     created.push_back(std::move(dir));
   }
-  if (status.ok()) status = Apply(cell, limits);
+  if (status.ok()) status = Apply(cell, limits, /*fresh=*/true);
   if (status.ok()) return absl::OkStatus();
   // Only what this call created: a cell that already exists stays whole.
   for (auto it = created.rbegin(); it != created.rend(); ++it) {
@@ -362,7 +397,8 @@ absl::Status CgroupV1::Create(const std::string& cell,
 absl::Status CgroupV1::Update(const std::string& cell,
                               const CgroupLimits& limits) {
   RETURN_IF_ERROR(RequireCell(cell));
-  return Annotate(Apply(cell, limits), absl::StrCat("update cell ", cell));
+  return Annotate(Apply(cell, limits, /*fresh=*/false),
+                  absl::StrCat("update cell ", cell));
 }
 
 absl::StatusOr<CgroupJoin> CgroupV1::OpenJoin(const std::string& cell) {

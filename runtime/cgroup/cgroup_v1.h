@@ -96,14 +96,22 @@ class CgroupV1 final : public CgroupDriver {
   // Checks the name, and NOT_FOUND unless the cell exists in every
   // hierarchy (a cell missing in one cannot be limited or joined).
   absl::Status RequireCell(const std::string& cell);
-  absl::Status Apply(const std::string& cell, const CgroupLimits& limits);
-  absl::Status ApplyMemory(const std::string& dir, const CgroupLimits& limits);
+  // Writes `limits` to the cell's files. `fresh`: the cell was just made,
+  // so its files hold the kernel's defaults and only set fields are written
+  // (a control file write is a system call, and a v1 cell has a dozen).
+  absl::Status Apply(const std::string& cell, const CgroupLimits& limits,
+                     bool fresh);
+  absl::Status ApplyMemory(const std::string& dir, const CgroupLimits& limits,
+                           bool fresh);
   absl::StatusOr<std::string> FreezerState(const std::string& dir);
 
   const Roots roots_;
   // The distinct root directories, one per hierarchy, in a fixed order.
   const std::vector<std::string> hierarchies_;
   const std::unique_ptr<CgroupFs> fs_;
+  // Whether mycel's cpuset cgroup has cgroup.clone_children set, so that a
+  // new cell starts with its CPUs and memory nodes.
+  bool cpuset_cloned_ = false;
   absl::Duration kill_timeout_ = absl::Seconds(5);
 };
 

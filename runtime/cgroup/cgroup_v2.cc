@@ -135,42 +135,58 @@ absl::Status CgroupV2::WriteOptional(const std::string& dir,
       absl::StrCat(field, ": ", path, " does not exist (", why_absent, ")"));
 }
 
-absl::Status CgroupV2::Apply(const std::string& dir,
-                             const CgroupLimits& limits) {
+absl::Status CgroupV2::Apply(const std::string& dir, const CgroupLimits& limits,
+                             bool fresh) {
   constexpr absl::string_view kNoCpuset =
       "the cpuset controller is not enabled for mycel's cgroup";
   // An empty list ("\n", since the kernel ignores a zero-length write)
-  // makes the cell inherit its parent's CPUs and memory nodes.
-  RETURN_IF_ERROR(
-      WriteOptional(dir, "cpuset.cpus",
-                    limits.cpuset_cpus.empty() ? "\n" : limits.cpuset_cpus,
-                    "cpuset_cpus", !limits.cpuset_cpus.empty(), kNoCpuset));
-  RETURN_IF_ERROR(
-      WriteOptional(dir, "cpuset.mems",
-                    limits.cpuset_mems.empty() ? "\n" : limits.cpuset_mems,
-                    "cpuset_mems", !limits.cpuset_mems.empty(), kNoCpuset));
+  // makes the cell inherit its parent's CPUs and memory nodes, as a new
+  // cgroup does.
+  struct CpusetFile {
+    absl::string_view file, field;
+    const std::string& value;
+  };
+  for (const CpusetFile& c :
+       {CpusetFile{"cpuset.cpus", "cpuset_cpus", limits.cpuset_cpus},
+        CpusetFile{"cpuset.mems", "cpuset_mems", limits.cpuset_mems}}) {
+    if (fresh && c.value.empty()) continue;
+    RETURN_IF_ERROR(WriteOptional(dir, c.file, c.value.empty() ? "\n" : c.value,
+                                  c.field, !c.value.empty(), kNoCpuset));
+  }
 
-  RETURN_IF_ERROR(
-      fs_->Write(dir + "/cpu.max",
-                 absl::StrCat(limits.cpu_max.has_value()
-                                  ? absl::StrCat(CpuQuotaUsec(*limits.cpu_max))
-                                  : std::string("max"),
-                              " ", kCpuPeriodUsec)));
-  RETURN_IF_ERROR(fs_->Write(dir + "/cpu.weight",
-                             absl::StrCat(limits.cpu_weight.value_or(100))));
+  if (!fresh || limits.cpu_max.has_value()) {
+    RETURN_IF_ERROR(fs_->Write(
+        dir + "/cpu.max",
+        absl::StrCat(limits.cpu_max.has_value()
+                         ? absl::StrCat(CpuQuotaUsec(*limits.cpu_max))
+                         : std::string("max"),
+                     " ", kCpuPeriodUsec)));
+  }
+  if (!fresh || limits.cpu_weight.has_value()) {
+    RETURN_IF_ERROR(fs_->Write(dir + "/cpu.weight",
+                               absl::StrCat(limits.cpu_weight.value_or(100))));
+  }
 
   auto bytes_or_max = [](const std::optional<int64_t>& v) {
     return v.has_value() ? absl::StrCat(*v) : std::string("max");
   };
-  RETURN_IF_ERROR(
-      fs_->Write(dir + "/memory.max", bytes_or_max(limits.memory_max)));
-  RETURN_IF_ERROR(
-      fs_->Write(dir + "/memory.high", bytes_or_max(limits.memory_high)));
-  RETURN_IF_ERROR(WriteOptional(
-      dir, "memory.swap.max", bytes_or_max(limits.memory_swap_max),
-      "memory_swap_max", limits.memory_swap_max.has_value(),
-      "the kernel has no swap accounting (CONFIG_MEMCG_SWAP, swapaccount=1)"));
+  if (!fresh || limits.memory_max.has_value()) {
+    RETURN_IF_ERROR(
+        fs_->Write(dir + "/memory.max", bytes_or_max(limits.memory_max)));
+  }
+  if (!fresh || limits.memory_high.has_value()) {
+    RETURN_IF_ERROR(
+        fs_->Write(dir + "/memory.high", bytes_or_max(limits.memory_high)));
+  }
+  if (!fresh || limits.memory_swap_max.has_value()) {
+    RETURN_IF_ERROR(WriteOptional(
+        dir, "memory.swap.max", bytes_or_max(limits.memory_swap_max),
+        "memory_swap_max", limits.memory_swap_max.has_value(),
+        "the kernel has no swap accounting (CONFIG_MEMCG_SWAP, "
+        "swapaccount=1)"));
+  }
 
+  if (fresh && !limits.pids_max.has_value()) return absl::OkStatus();
   return fs_->Write(dir + "/pids.max", bytes_or_max(limits.pids_max));
 }
 
@@ -184,7 +200,7 @@ absl::Status CgroupV2::Create(const std::string& cell,
         absl::StrCat("cell ", cell, " already exists (", dir, ")"));
   }
   RETURN_IF_ERROR(made);
-  absl::Status applied = Apply(dir, limits);
+  absl::Status applied = Apply(dir, limits, /*fresh=*/true);
   if (!applied.ok()) {
     absl::Status removed = fs_->RemoveDir(dir);
     if (!removed.ok()) {
@@ -199,7 +215,8 @@ absl::Status CgroupV2::Create(const std::string& cell,
 absl::Status CgroupV2::Update(const std::string& cell,
                               const CgroupLimits& limits) {
   ASSIGN_OR_RETURN(std::string dir, ExistingCell(cell));
-  return Annotate(Apply(dir, limits), absl::StrCat("update cell ", cell));
+  return Annotate(Apply(dir, limits, /*fresh=*/false),
+                  absl::StrCat("update cell ", cell));
 }
 
 absl::StatusOr<CgroupJoin> CgroupV2::OpenJoin(const std::string& cell) {

@@ -65,7 +65,11 @@ class CgroupV2 final : public CgroupDriver {
  private:
   // The cell's directory, after checking the name and that it exists.
   absl::StatusOr<std::string> ExistingCell(const std::string& cell);
-  absl::Status Apply(const std::string& dir, const CgroupLimits& limits);
+  // Writes `limits` to the files in `dir`. `fresh`: the cgroup was just
+  // made, so its files hold the kernel's defaults and only set fields are
+  // written.
+  absl::Status Apply(const std::string& dir, const CgroupLimits& limits,
+                     bool fresh);
   // Writes `value` to <dir>/<file> of an optional controller, or, when the
   // file is absent, fails naming `field` if `needed` and skips otherwise.
   absl::Status WriteOptional(const std::string& dir, absl::string_view file,

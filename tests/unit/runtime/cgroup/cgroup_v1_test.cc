@@ -193,7 +193,8 @@ TEST_CASE("Open refuses a host without a required controller") {
 TEST_CASE("Create writes every limit to its v1 file") {
   V1Tree t;
   REQUIRE(t.driver->Create("web", AllLimits()).ok());
-  CHECK(FileContent(t.Cell("cpu", "web", "cpu.cfs_period_us")) == "100000");
+  // The kernel's default period, which Create leaves alone.
+  CHECK(FileContent(t.Cell("cpu", "web", "cpu.cfs_period_us")) == "100000\n");
   CHECK(FileContent(t.Cell("cpu", "web", "cpu.cfs_quota_us")) == "50000");
   CHECK(FileContent(t.Cell("cpu", "web", "cpu.shares")) == "2048");
   CHECK(FileContent(t.Cell("memory", "web", "memory.limit_in_bytes")) ==
@@ -209,6 +210,37 @@ TEST_CASE("Create writes every limit to its v1 file") {
        {"cpu", "cpuacct", "memory", "pids", "freezer", "cpuset"}) {
     CHECK_MESSAGE(t.CellExistsIn(c, "web"), c);
   }
+}
+
+TEST_CASE("Create writes only the limits that are set") {
+  V1Tree t;
+  CgroupLimits limits;
+  limits.memory_max = 64 << 20;
+  limits.pids_max = 100;
+  size_t before = t.fake->writes().size();
+  REQUIRE(t.driver->Create("web", limits).ok());
+  std::vector<std::string> written;
+  auto writes = t.fake->writes();
+  for (size_t i = before; i < writes.size(); ++i) {
+    written.push_back(
+        absl::StrCat(writes[i].path.substr(writes[i].path.rfind('/') + 1), "=",
+                     writes[i].value));
+  }
+  // Everything else already holds the kernel's default in a new cgroup.
+  CHECK(written == std::vector<std::string>{"memory.limit_in_bytes=67108864",
+                                            "pids.max=100"});
+  CHECK(FileContent(t.Cell("memory", "web", "memory.memsw.limit_in_bytes")) ==
+        "9223372036854771712\n");  // the kernel's unlimited
+  // The cpuset comes from mycel's cgroup through clone_children.
+  CHECK(FileContent(t.mounts["cpuset"] + "/mycel/cgroup.clone_children") ==
+        "1");
+  CHECK(FileContent(t.Cell("cpuset", "web", "cpuset.cpus")) == "0-1");
+  CHECK(FileContent(t.Cell("cpuset", "web", "cpuset.mems")) == "0");
+  // Update writes every field: the cell's files may hold anything by then.
+  before = t.fake->writes().size();
+  REQUIRE(t.driver->Update("web", limits).ok());
+  CHECK(t.fake->writes().size() - before >= 8);
+  CHECK(FileContent(t.Cell("cpu", "web", "cpu.shares")) == "1024");
 }
 
 TEST_CASE("memory and memsw are written in the order the kernel accepts") {

@@ -155,6 +155,29 @@ TEST_CASE("Create writes every limit to its v2 file") {
   CHECK(t.driver->Exists("web").value());
 }
 
+TEST_CASE("Create writes only the limits that are set") {
+  V2Tree t;
+  CgroupLimits limits;
+  limits.memory_max = 64 << 20;
+  limits.pids_max = 100;
+  size_t before = t.fake->writes().size();
+  REQUIRE(t.driver->Create("web", limits).ok());
+  std::vector<std::string> written;
+  auto writes = t.fake->writes();
+  for (size_t i = before; i < writes.size(); ++i) {
+    written.push_back(
+        absl::StrCat(writes[i].path.substr(writes[i].path.rfind('/') + 1), "=",
+                     writes[i].value));
+  }
+  // Everything else already holds the kernel's default in a new cgroup.
+  CHECK(written ==
+        std::vector<std::string>{"memory.max=67108864", "pids.max=100"});
+  // Update writes every field: the cell's files may hold anything by then.
+  before = t.fake->writes().size();
+  REQUIRE(t.driver->Update("web", limits).ok());
+  CHECK(t.fake->writes().size() - before >= 6);
+}
+
 TEST_CASE("unset limits are written as the kernel's defaults") {
   V2Tree t;
   REQUIRE(t.driver->Create("web", AllLimits()).ok());

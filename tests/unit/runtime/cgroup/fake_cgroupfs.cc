@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -186,6 +187,17 @@ absl::Status FakeCgroupFs::MakeDir(const std::string& path) {
         SetFile(path + "/" + name, content);
       }
       break;
+    }
+  }
+  // v1: a parent with cgroup.clone_children set passes the flag on, and a
+  // new cpuset cgroup copies the parent's CPUs and memory nodes.
+  std::string parent = path.substr(0, path.rfind('/'));
+  if (absl::StripAsciiWhitespace(
+          FileContent(parent + "/cgroup.clone_children")) == "1") {
+    SetFile(path + "/cgroup.clone_children", "1\n");
+    for (const char* file : {"cpuset.cpus", "cpuset.mems"}) {
+      std::string inherited = FileContent(parent + "/" + file);
+      if (inherited != "<missing>") SetFile(path + "/" + file, inherited);
     }
   }
   return absl::OkStatus();
