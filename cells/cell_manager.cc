@@ -13,6 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cells/names.h"
@@ -29,6 +30,9 @@ using mycel::v1::ExecutableState;
 constexpr char kDefaultPath[] =
     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr char kDefaultIdMap[] = "0 100000 65536";
+// Cgroups of deleted cells, renamed out of the way until removed. Cell names
+// cannot start with '.'.
+constexpr char kDeletedCgroupPrefix[] = ".deleted-";
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
@@ -323,11 +327,24 @@ absl::Status CellManager::DeleteCell(const std::string& name, bool force) {
       cell->init->Signal(SIGKILL).IgnoreError();
       to_unwatch.push_back(cell->init->pid());
     }
-    // A cgroup that is already gone (removed by hand, or lost with a host
-    // reboot) must not keep the cell from being deleted.
-    absl::Status s = cgroups_->KillAll(name);
-    if (s.ok()) s = cgroups_->Destroy(name);
-    if (!s.ok() && s.code() != absl::StatusCode::kNotFound) return s;
+    // Where the driver can rename (v1), the cgroup moves out of the cell's
+    // name at once and the background empties and removes it: waiting for
+    // the killed processes to finish exiting, and the rmdirs, are most of
+    // a delete's time. The ".deleted-" name cannot be a cell's, and a
+    // restarted daemon removes what a crash left behind (Recover).
+    // Otherwise, and if the rename fails, it is done here.
+    std::string doomed = absl::StrCat(kDeletedCgroupPrefix, name, "-", getpid(),
+                                      "-", ++deleted_serial_);
+    absl::Status s = cgroups_->Rename(name, doomed);
+    if (s.ok()) {
+      background_.Post([this, doomed] { RemoveCgroup(doomed); });
+    } else {
+      // A cgroup that is already gone (removed by hand, or lost with a host
+      // reboot) must not keep the cell from being deleted.
+      s = cgroups_->KillAll(name);
+      if (s.ok()) s = cgroups_->Destroy(name);
+      if (!s.ok() && s.code() != absl::StatusCode::kNotFound) return s;
+    }
     RETURN_IF_ERROR(store_.DeleteCell(name));
     // The logs go with the cell. Renamed now, under the lock, so that a new
     // cell of the same name starts with none; removed in the background,
@@ -832,8 +849,33 @@ void CellManager::StopAll(absl::Duration grace) {
   reaper_->ReapAll();
 }
 
+void CellManager::RemoveCgroup(const std::string& cgroup) {
+  absl::Status s;
+  // A second round for a process that joined after the first listing.
+  for (int round = 0; round < 2; ++round) {
+    s = cgroups_->KillAll(cgroup);
+    if (s.ok()) s = cgroups_->Destroy(cgroup);
+    if (!absl::IsFailedPrecondition(s)) break;
+  }
+  if (!s.ok() && !absl::IsNotFound(s)) {
+    log::Warn("cannot remove a deleted cell's cgroup",
+              {{"cgroup", cgroup}, {"error", s}});
+  }
+}
+
 absl::Status CellManager::Recover() {
   background_.Post([dir = state_dir_] { EmptyLogTrash(dir); });
+  // Cgroups of deleted cells that a crash left behind (see DeleteCell).
+  absl::StatusOr<std::vector<std::string>> cgroups = cgroups_->List();
+  if (!cgroups.ok()) {
+    log::Warn("cannot list cell cgroups", {{"error", cgroups.status()}});
+  } else {
+    for (const std::string& cgroup : *cgroups) {
+      if (absl::StartsWith(cgroup, kDeletedCgroupPrefix)) {
+        background_.Post([this, cgroup] { RemoveCgroup(cgroup); });
+      }
+    }
+  }
   ASSIGN_OR_RETURN(std::vector<CellRow> rows, store_.LoadCells());
   ASSIGN_OR_RETURN(std::vector<ExecutableRow> exe_rows,
                    store_.LoadExecutables());

@@ -137,6 +137,9 @@ class CellManager {
   void WatchAdopted(const std::string& cell, const std::string& name,
                     uint64_t generation, int pidfd);
   void Persist(const Exe& exe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Kills what is left in a deleted cell's renamed cgroup and removes it;
+  // failures are logged (the cell is already gone). On background_.
+  void RemoveCgroup(const std::string& cgroup);
   void RunAfter(absl::Duration delay, std::function<void()> fn);
   void RotateLogs() ABSL_LOCKS_EXCLUDED(mu_);
   mycel::v1::Cell ToProto(const Cell& cell) const
@@ -159,6 +162,8 @@ class CellManager {
   absl::CondVar changed_;
   std::map<std::string, std::unique_ptr<Cell>> cells_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Makes the names of deleted cells' cgroups unique (see DeleteCell).
+  uint64_t deleted_serial_ ABSL_GUARDED_BY(mu_) = 0;
   // Cleanup of deleted cells that no caller needs to wait for. Last, so it
   // is destroyed (and drained) first.
   BackgroundQueue background_;

@@ -141,6 +141,13 @@ class CgroupDriver {
   virtual absl::StatusOr<bool> Exists(const std::string& cell) = 0;
   // Names of the cells under the root, sorted (adoption after a restart).
   virtual absl::StatusOr<std::vector<std::string>> List() = 0;
+  // Renames cell `from` to `to`, processes and limits included, so that
+  // the name is free at once while the old cell is emptied and removed
+  // later. ALREADY_EXISTS if `to` exists, NOT_FOUND without `from`;
+  // UNIMPLEMENTED where the kernel cannot (cgroup v2 refuses rename(2)).
+  // On error nothing has changed.
+  virtual absl::Status Rename(const std::string& from,
+                              const std::string& to) = 0;
 };
 
 // Chooses and prepares the driver for this host. `mount_root` is normally

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +26,13 @@ class KernelCgroupFs final : public CgroupFs {
   absl::Status RemoveDir(const std::string& path) override {
     if (rmdir(path.c_str()) != 0) {
       return PosixError(absl::StrCat("rmdir ", path), errno);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Rename(const std::string& from, const std::string& to) override {
+    if (rename(from.c_str(), to.c_str()) != 0) {
+      return PosixError(absl::StrCat("rename ", from, " to ", to), errno);
     }
     return absl::OkStatus();
   }

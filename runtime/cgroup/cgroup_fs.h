@@ -23,6 +23,11 @@ class CgroupFs {
   // rmdir(path). The kernel removes a cgroup directory with rmdir although
   // it lists control files; EBUSY means it still has tasks or children.
   virtual absl::Status RemoveDir(const std::string& path) = 0;
+  // rename(from, to), within one parent (all a v1 hierarchy allows; v2
+  // refuses with EPERM). The error keeps the errno's code (ALREADY_EXISTS
+  // for EEXIST, NOT_FOUND for ENOENT, ...).
+  virtual absl::Status Rename(const std::string& from,
+                              const std::string& to) = 0;
   // Writes `value` to an existing control file (see WriteCgroupFile).
   virtual absl::Status Write(const std::string& path,
                              absl::string_view value) = 0;

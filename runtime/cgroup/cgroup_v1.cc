@@ -612,4 +612,41 @@ absl::StatusOr<std::vector<std::string>> CgroupV1::List() {
   return std::vector<std::string>(names.begin(), names.end());
 }
 
+absl::Status CgroupV1::Rename(const std::string& from, const std::string& to) {
+  RETURN_IF_ERROR(CheckCellName(from));
+  RETURN_IF_ERROR(CheckCellName(to));
+  // rename(2) within one parent is the one move a v1 hierarchy allows. A
+  // hierarchy that lacks the cell is skipped (see Destroy); one failure
+  // undoes the renames before it.
+  std::vector<std::string> renamed;
+  absl::Status status;
+  for (const std::string& root : hierarchies_) {
+    std::string old_dir = absl::StrCat(root, "/", from);
+    std::string new_dir = absl::StrCat(root, "/", to);
+    absl::Status s = fs_->Rename(old_dir, new_dir);
+    if (s.ok()) {
+      renamed.push_back(root);
+      continue;
+    }
+    if (absl::IsNotFound(s)) continue;
+    status = absl::IsAlreadyExists(s)
+                 ? absl::AlreadyExistsError(absl::StrCat(
+                       "cell ", to, " already exists (", new_dir, ")"))
+                 : s;
+    break;
+  }
+  if (status.ok() && renamed.empty()) {
+    return absl::NotFoundError(absl::StrCat("cell ", from, " does not exist"));
+  }
+  if (status.ok()) return status;
+  for (const std::string& root : renamed) {
+    absl::Status undone =
+        fs_->Rename(absl::StrCat(root, "/", to), absl::StrCat(root, "/", from));
+    if (!undone.ok()) {
+      log::Warn("cannot undo a cgroup rename", {{"error", undone}});
+    }
+  }
+  return status;
+}
+
 }  // namespace mycel

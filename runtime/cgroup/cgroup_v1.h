@@ -88,6 +88,7 @@ class CgroupV1 final : public CgroupDriver {
   absl::StatusOr<uint64_t> OomKills(const std::string& cell) override;
   absl::StatusOr<bool> Exists(const std::string& cell) override;
   absl::StatusOr<std::vector<std::string>> List() override;
+  absl::Status Rename(const std::string& from, const std::string& to) override;
 
  private:
   // The cell's directory in each hierarchy it exists in.

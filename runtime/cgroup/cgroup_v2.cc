@@ -382,4 +382,11 @@ absl::StatusOr<std::vector<std::string>> CgroupV2::List() {
   return cgroup_internal::ListSubdirs(root_);
 }
 
+absl::Status CgroupV2::Rename(const std::string& from, const std::string& to) {
+  RETURN_IF_ERROR(CheckCellName(from));
+  RETURN_IF_ERROR(CheckCellName(to));
+  return absl::UnimplementedError(
+      "cgroup v2 does not rename cgroups (rename(2) fails with EPERM)");
+}
+
 }  // namespace mycel

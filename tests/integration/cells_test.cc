@@ -7,8 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <functional>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -186,6 +189,120 @@ TEST_CASE("deleting a cell with running executables needs --force") {
   CHECK(n.Cli({"cell", "get", "busy"}).err ==
         "mycel: cell \"busy\" not found\n");
   CHECK(access("/sys/fs/cgroup/memory/mycel/busy", F_OK) != 0);
+}
+
+// The directories below a v1 hierarchy's (or the v2) mycel subtree.
+std::vector<std::string> CgroupsBelow(const std::string& subtree) {
+  std::vector<std::string> names;
+  for (const std::string root :
+       {absl::StrCat("/sys/fs/cgroup/memory/", subtree),
+        absl::StrCat("/sys/fs/cgroup/", subtree)}) {
+    auto ls = testing::Shell(absl::StrCat("ls -A ", root, " 2>/dev/null"));
+    for (absl::string_view line : absl::StrSplit(ls.out, '\n')) {
+      struct stat st;
+      std::string path = absl::StrCat(root, "/", line);
+      if (!line.empty() && stat(path.c_str(), &st) == 0 &&
+          S_ISDIR(st.st_mode)) {
+        names.emplace_back(line);
+      }
+    }
+    if (!names.empty()) break;
+  }
+  return names;
+}
+
+bool WaitUntil(const std::function<bool()>& pred) {
+  for (int i = 0; i < 200; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return pred();
+}
+
+TEST_CASE("a deleted cell's name is free at once; its processes go soon") {
+  if (!NeedRoot()) return;
+  const std::string sub = absl::StrCat("mycel-test-rm-", getpid());
+  {
+    Node n({"--cgroup-subtree", sub});
+    REQUIRE(
+        n.Cli({"cell", "create", "gone", "--isolate", "pid,mount"}).exit_code ==
+        0);
+    auto exec = n.Cli(
+        {"-o", "json", "exec", "gone", "--name", "s", "--", "sleep", "60"});
+    REQUIRE(exec.exit_code == 0);
+    auto exe = WaitFor(n.d(), "gone", "s", [](const mycel::v1::Executable& e) {
+      return e.status().pid() > 0;
+    });
+    const pid_t pid = static_cast<pid_t>(exe.status().pid());
+    REQUIRE(n.Cli({"cell", "rm", "--force", "gone"}).exit_code == 0);
+    // The same name again, at once, with a working executable.
+    REQUIRE(
+        n.Cli({"cell", "create", "gone", "--isolate", "pid,mount"}).exit_code ==
+        0);
+    auto run = n.Cli({"exec", "gone", "--name", "t", "--", "/bin/true"});
+    CHECK_MESSAGE(run.exit_code == 0, run.err);
+    WaitFor(n.d(), "gone", "t", [](const mycel::v1::Executable& e) {
+      return e.status().state() == mycel::v1::EXECUTABLE_STATE_EXITED &&
+             e.status().exit_code() == 0;
+    });
+    // The old cell's process is killed and its cgroup removed.
+    CHECK(WaitUntil([&] {
+      auto st = testing::Shell(
+          absl::StrCat("awk '{print $3}' /proc/", pid, "/stat 2>/dev/null"));
+      return st.out.empty() || st.out == "Z\n";
+    }));
+    CHECK(WaitUntil(
+        [&] { return CgroupsBelow(sub) == std::vector<std::string>{"gone"}; }));
+    CHECK(n.Cli({"cell", "rm", "gone"}).exit_code == 0);
+  }
+  for (const char* c :
+       {"", "cpu/", "cpuacct/", "memory/", "pids/", "freezer/", "cpuset/"}) {
+    rmdir(absl::StrCat("/sys/fs/cgroup/", c, sub).c_str());
+  }
+}
+
+TEST_CASE("a restarted myceld removes cgroups that a deleted cell left") {
+  if (!NeedRoot()) return;
+  if (access("/sys/fs/cgroup/memory", F_OK) != 0) {
+    MESSAGE("skipped: deleted cells' cgroups are renamed on cgroup v1 only");
+    return;
+  }
+  const std::string sub = absl::StrCat("mycel-test-left-", getpid());
+  const std::string left = ".deleted-old-1-1";
+  { Node n({"--cgroup-subtree", sub}); }  // makes the subtree
+  // A crash between renaming a deleted cell's cgroup and removing it
+  // leaves this: a ".deleted-" cgroup, perhaps with a process in it.
+  auto made = testing::Shell(absl::StrCat(
+      "set -e; for c in cpu cpuacct memory pids freezer cpuset; do "
+      "mkdir /sys/fs/cgroup/$c/",
+      sub, "/", left, "; done; sh -c 'echo $$ > /sys/fs/cgroup/memory/", sub,
+      "/", left, "/cgroup.procs; exec sleep 60' >/dev/null 2>&1 & echo $!"));
+  REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+  pid_t pid = 0;
+  REQUIRE(absl::SimpleAtoi(absl::StripAsciiWhitespace(made.out), &pid));
+  REQUIRE(WaitUntil([&] {
+    return ReadFile(absl::StrCat("/sys/fs/cgroup/memory/", sub, "/", left,
+                                 "/cgroup.procs"))
+               .value_or("") == absl::StrCat(pid, "\n");
+  }));
+  {
+    Node n({"--cgroup-subtree", sub});
+    CHECK(WaitUntil([&] {
+      std::vector<std::string> now = CgroupsBelow(sub);
+      return std::find(now.begin(), now.end(), left) == now.end();
+    }));
+    CHECK(WaitUntil([&] {
+      auto st = testing::Shell(
+          absl::StrCat("awk '{print $3}' /proc/", pid, "/stat 2>/dev/null"));
+      return st.out.empty() || st.out == "Z\n";
+    }));
+  }
+  kill(pid, SIGKILL);
+  for (const char* c :
+       {"cpu/", "cpuacct/", "memory/", "pids/", "freezer/", "cpuset/"}) {
+    rmdir(absl::StrCat("/sys/fs/cgroup/", c, sub, "/", left).c_str());
+    rmdir(absl::StrCat("/sys/fs/cgroup/", c, sub).c_str());
+  }
 }
 
 TEST_CASE("memory.max is enforced: the process is OOM-killed and says so") {

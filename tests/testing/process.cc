@@ -131,8 +131,18 @@ DaemonProcess::~DaemonProcess() {
         if (!name.empty()) Cli({"cell", "rm", "--force", name});
       }
     }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
+    // A clean stop, so that the daemon finishes removing what the deletes
+    // left to its background thread; SIGKILL if it hangs.
+    kill(pid_, SIGTERM);
+    bool exited = false;
+    for (int i = 0; i < 200 && !exited; ++i) {
+      exited = waitpid(pid_, nullptr, WNOHANG) == pid_;
+      if (!exited) usleep(50 * 1000);
+    }
+    if (!exited) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
   }
 }
 

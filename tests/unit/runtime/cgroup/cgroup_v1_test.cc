@@ -243,6 +243,36 @@ TEST_CASE("Create writes only the limits that are set") {
   CHECK(FileContent(t.Cell("cpu", "web", "cpu.shares")) == "1024");
 }
 
+TEST_CASE("Rename moves a cell in every hierarchy, or changes nothing") {
+  V1Tree t;
+  REQUIRE(t.driver->Create("web", AllLimits()).ok());
+  REQUIRE(t.driver->AddProcess("web", 4242).ok());
+  REQUIRE(t.driver->Rename("web", ".deleted-web-1").ok());
+  for (const char* c :
+       {"cpu", "cpuacct", "memory", "pids", "freezer", "cpuset"}) {
+    CHECK_MESSAGE(!t.CellExistsIn(c, "web"), c);
+    CHECK_MESSAGE(t.CellExistsIn(c, ".deleted-web-1"), c);
+  }
+  // Limits and processes go with it; the name is free for a new cell.
+  CHECK(FileContent(t.Cell("pids", ".deleted-web-1", "pids.max")) == "20");
+  CHECK(t.driver->Pids(".deleted-web-1").value() == std::vector<pid_t>{4242});
+  CHECK(t.driver->Create("web", {}).ok());
+
+  CHECK(absl::IsNotFound(t.driver->Rename("nothing", "other")));
+  // A clash in one hierarchy undoes the others.
+  REQUIRE(t.driver->Create("a", {}).ok());
+  testing::MakeFakeCgroup(absl::StrCat(t.mounts["pids"], "/mycel/b"),
+                          testing::V1CgroupFiles({"pids"}));
+  absl::Status clash = t.driver->Rename("a", "b");
+  CHECK(absl::IsAlreadyExists(clash));
+  for (const char* c :
+       {"cpu", "cpuacct", "memory", "pids", "freezer", "cpuset"}) {
+    CHECK_MESSAGE(t.CellExistsIn(c, "a"), c);
+  }
+  CHECK(!t.CellExistsIn("memory", "b"));
+  CHECK(absl::IsInvalidArgument(t.driver->Rename("a", "../x")));
+}
+
 TEST_CASE("memory and memsw are written in the order the kernel accepts") {
   V1Tree t;
   // Lowering from unlimited: limit first, then memsw (memsw >= limit).

@@ -178,6 +178,13 @@ TEST_CASE("Create writes only the limits that are set") {
   CHECK(t.fake->writes().size() - before >= 6);
 }
 
+TEST_CASE("Rename is UNIMPLEMENTED: cgroup v2 refuses rename(2)") {
+  V2Tree t;
+  REQUIRE(t.driver->Create("web", {}).ok());
+  CHECK(absl::IsUnimplemented(t.driver->Rename("web", ".deleted-web-1")));
+  CHECK(t.driver->Exists("web").value());
+}
+
 TEST_CASE("unset limits are written as the kernel's defaults") {
   V2Tree t;
   REQUIRE(t.driver->Create("web", AllLimits()).ok());

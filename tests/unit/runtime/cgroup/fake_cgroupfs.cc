@@ -203,6 +203,20 @@ absl::Status FakeCgroupFs::MakeDir(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status FakeCgroupFs::Rename(const std::string& from,
+                                  const std::string& to) {
+  absl::MutexLock lock(&mu_);
+  // The kernel's cgroupfs refuses to replace an existing directory.
+  struct stat st;
+  if (stat(to.c_str(), &st) == 0) {
+    return PosixError(absl::StrCat("rename ", from, " to ", to), EEXIST);
+  }
+  if (rename(from.c_str(), to.c_str()) != 0) {
+    return PosixError(absl::StrCat("rename ", from, " to ", to), errno);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status FakeCgroupFs::RemoveDir(const std::string& path) {
   absl::MutexLock lock(&mu_);
   std::string procs = FileContent(path + "/cgroup.procs");

@@ -58,6 +58,7 @@ class FakeCgroupFs final : public CgroupFs {
 
   absl::Status MakeDir(const std::string& path) override;
   absl::Status RemoveDir(const std::string& path) override;
+  absl::Status Rename(const std::string& from, const std::string& to) override;
   absl::Status Write(const std::string& path, absl::string_view value) override;
 
  private:
