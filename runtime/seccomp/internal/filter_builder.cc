@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +15,9 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/fs.h"
 #include "runtime/seccomp/internal/syscall_tables.h"
 #include "runtime/status.h"
 #include "runtime/unique_fd.h"
@@ -178,12 +181,32 @@ absl::StatusOr<std::vector<struct sock_filter>> Export(void* ctx) {
 
 }  // namespace
 
+bool KernelHasX32() {
+#if defined(__x86_64__)
+  static const bool has_x32 = [] {
+    // "Seccomp:\t0": no filter on us, so the probe cannot be killed.
+    absl::StatusOr<std::string> status = ReadFile("/proc/self/status");
+    if (!status.ok() || !absl::StrContains(*status, "\nSeccomp:\t0\n")) {
+      return true;
+    }
+    return syscall(kX32SyscallBit | SYS_getpid) == getpid();
+  }();
+  return has_x32;
+#else
+  return false;
+#endif
+}
+
 std::vector<uint32_t> FilterArches() {
   uint32_t native = seccomp_arch_native();
   std::vector<uint32_t> arches = {native};
   if (native == SCMP_ARCH_X86_64) {
     arches.push_back(SCMP_ARCH_X86);
-    arches.push_back(SCMP_ARCH_X32);
+    // Without x32 in the kernel its numbers never reach a syscall; left out
+    // of the filter they meet the bad-arch action instead (ENOSYS, see
+    // BuildSeccompFilter), which leaves a third fewer instructions to load
+    // for every executable.
+    if (KernelHasX32()) arches.push_back(SCMP_ARCH_X32);
   } else if (native == SCMP_ARCH_AARCH64) {
     arches.push_back(SCMP_ARCH_ARM);
   }
@@ -224,9 +247,15 @@ absl::StatusOr<std::vector<struct sock_filter>> BuildSeccompFilter(
   }
   // An architecture the filter does not cover cannot occur on these kernels
   // except through a bug or an attack: end the process rather than let the
-  // call through or guess an errno.
-  int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH,
-                            SCMP_ACT_KILL_PROCESS);
+  // call through or guess an errno. The exception is x32 on a kernel built
+  // without it, which answers ENOSYS to those numbers itself: so does the
+  // filter (a program may probe for x32 that way).
+  const bool x32_left_out =
+      arches[0] == SCMP_ARCH_X86_64 &&
+      std::find(arches.begin(), arches.end(), SCMP_ARCH_X32) == arches.end();
+  int rc = seccomp_attr_set(
+      ctx.get(), SCMP_FLTATR_ACT_BADARCH,
+      x32_left_out ? SCMP_ACT_ERRNO(ENOSYS) : SCMP_ACT_KILL_PROCESS);
   if (rc < 0) return LibseccompError("seccomp_attr_set(ACT_BADARCH)", rc);
   // libseccomp's binary tree layout (SCMP_FLTATR_CTL_OPTIMIZE=2), not its
   // default linear one. Loading the program costs every executable: at

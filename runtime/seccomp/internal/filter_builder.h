@@ -15,8 +15,13 @@ namespace mycel::seccomp_internal {
 
 // The libseccomp architecture tokens (SCMP_ARCH_*) a filter covers: the
 // native one first, then the compat ABIs the kernel may run on it (x86_64:
-// x86 and x32).
+// x86, and x32 where KernelHasX32()).
 std::vector<uint32_t> FilterArches();
+
+// Whether the running kernel implements the x32 ABI (CONFIG_X86_X32_ABI):
+// an x32 getpid answers. Asked once; a process that is itself under a
+// seccomp filter does not ask (the filter may kill it) and assumes yes.
+bool KernelHasX32();
 
 // The highest syscall number, for `arch`, of any name in the profile tables
 // that libseccomp can resolve there (x32 numbers include the 0x40000000
