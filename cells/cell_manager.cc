@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,6 +34,26 @@ constexpr char kDefaultIdMap[] = "0 100000 65536";
 // Cgroups of deleted cells, renamed out of the way until removed. Cell names
 // cannot start with '.'.
 constexpr char kDeletedCgroupPrefix[] = ".deleted-";
+// Cgroups of blank cells (see CellManager::Blank).
+constexpr char kPoolCgroupPrefix[] = ".pool-";
+// Namespace sets the pool keeps blanks for, at most: a node whose cells ask
+// for many different sets gets blanks for the first ones only.
+constexpr size_t kMaxPoolShapes = 4;
+
+// Sets the hostname in the UTS namespace of the process behind `pidfd`.
+// setns() moves only the calling thread, so a thread of its own joins that
+// namespace and ends there: no daemon thread is left in a cell's namespace.
+absl::Status SetHostnameOf(int pidfd, const std::string& hostname) {
+  absl::Status status;
+  std::thread([&] {
+    if (setns(pidfd, CLONE_NEWUTS) != 0) {
+      status = PosixError("setns(uts) into the cell init", errno);
+    } else if (sethostname(hostname.data(), hostname.size()) != 0) {
+      status = PosixError(absl::StrCat("sethostname ", hostname), errno);
+    }
+  }).join();
+  return status;
+}
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
@@ -112,9 +133,23 @@ CellManager::CellManager(Options options, CellStore store)
       cgroups_(std::move(options.cgroups)),
       log_cap_bytes_(options.log_cap_bytes),
       num_cpus_(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))),
-      store_(std::move(store)) {}
+      store_(std::move(store)),
+      pool_size_(std::max(0, options.pool_size)) {}
 
-CellManager::~CellManager() = default;
+CellManager::~CellManager() {
+  // Blanks are the daemon's own; cells outlive it. A blank being made now
+  // sees shutting_down_ and removes itself.
+  std::vector<std::unique_ptr<Blank>> blanks;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    for (auto& [flags, ready] : pool_) {
+      for (auto& b : ready) blanks.push_back(std::move(b));
+    }
+    pool_.clear();
+  }
+  for (const auto& b : blanks) RemoveCgroup(b->cgroup);
+}
 
 absl::StatusOr<std::unique_ptr<CellManager>> CellManager::Create(
     Options options) {
@@ -198,39 +233,45 @@ absl::StatusOr<std::unique_ptr<CellManager::Cell>> CellManager::Prepare(
   return cell;
 }
 
-absl::Status CellManager::StartInit(Cell* cell) {
-  if (cell->ns_flags == 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(CgroupJoin join, cgroups_->OpenJoin(cell->spec.name()));
+absl::StatusOr<Child> CellManager::SpawnInit(
+    const std::string& cgroup, const Cell& cell, const std::string& hostname,
+    std::function<void(const ChildExit&)> on_exit) {
+  ASSIGN_OR_RETURN(CgroupJoin join, cgroups_->OpenJoin(cgroup));
   SpawnRequest req;
   req.cell_init = true;
-  req.new_namespaces = cell->ns_flags;
+  req.new_namespaces = cell.ns_flags;
   for (const UniqueFd& fd : join.procs_fds)
     req.cgroup_procs_fds.push_back(fd.get());
   req.cgroup_dir_fd = join.dir_fd.get();
-  req.rootfs = cell->spec.rootfs();
-  req.readonly_rootfs = cell->spec.readonly_rootfs();
+  req.rootfs = cell.spec.rootfs();
+  req.readonly_rootfs = cell.spec.readonly_rootfs();
   req.mount_proc =
-      (cell->ns_flags & CLONE_NEWPID) && (cell->ns_flags & CLONE_NEWNS);
-  if (cell->ns_flags & CLONE_NEWUTS) req.hostname = cell->spec.name();
-  req.loopback_up = (cell->ns_flags & CLONE_NEWNET) != 0;
-  if (cell->ns_flags & CLONE_NEWUSER) {
+      (cell.ns_flags & CLONE_NEWPID) && (cell.ns_flags & CLONE_NEWNS);
+  if (cell.ns_flags & CLONE_NEWUTS) req.hostname = hostname;
+  req.loopback_up = (cell.ns_flags & CLONE_NEWNET) != 0;
+  if (cell.ns_flags & CLONE_NEWUSER) {
     req.uid_map =
-        cell->spec.uid_map().empty() ? kDefaultIdMap : cell->spec.uid_map();
+        cell.spec.uid_map().empty() ? kDefaultIdMap : cell.spec.uid_map();
     req.gid_map =
-        cell->spec.gid_map().empty() ? kDefaultIdMap : cell->spec.gid_map();
+        cell.spec.gid_map().empty() ? kDefaultIdMap : cell.spec.gid_map();
   }
+  // Without a watch, nothing needs the reaper held while the init starts
+  // (about half a millisecond, which a Start would otherwise wait out).
+  if (!on_exit) return Spawn(req);
+  return reaper_->Spawning([&]() -> absl::StatusOr<Child> {
+    reaper_->mu()->AssertHeld();
+    absl::StatusOr<Child> c = Spawn(req);
+    if (c.ok()) reaper_->WatchLocked(c->pid(), std::move(on_exit));
+    return c;
+  });
+}
+
+absl::Status CellManager::StartInit(Cell* cell) {
+  if (cell->ns_flags == 0) return absl::OkStatus();
   std::string name = cell->spec.name();
   absl::StatusOr<Child> init =
-      reaper_->Spawning([&]() -> absl::StatusOr<Child> {
-        reaper_->mu()->AssertHeld();
-        absl::StatusOr<Child> c = Spawn(req);
-        if (c.ok()) {
-          reaper_->WatchLocked(c->pid(), [this, name](const ChildExit& e) {
-            OnInitExit(name, e.pid);
-          });
-        }
-        return c;
-      });
+      SpawnInit(name, *cell, name,
+                [this, name](const ChildExit& e) { OnInitExit(name, e.pid); });
   if (!init.ok()) return Annotate(init.status(), "cell init");
   cell->init_start_time = init->start_time();
   cell->init.emplace(*std::move(init));
@@ -251,6 +292,22 @@ absl::StatusOr<mycel::v1::Cell> CellManager::CreateCell(
   row.spec = spec;
   row.created_us = cell->created_us;
   RETURN_IF_ERROR(store_.InsertCell(row));
+  if (Poolable(*cell)) {
+    absl::StatusOr<bool> took = TakeBlank(cell.get());
+    RefillPool(cell->ns_flags);
+    if (!took.ok()) {
+      store_.DeleteCell(spec.name()).IgnoreError();  // the error below wins
+      return took.status();
+    }
+    if (*took) {
+      Cell* raw = cell.get();
+      cells_[spec.name()] = std::move(cell);
+      log::Info("cell created", {{"cell", spec.name()},
+                                 {"init_pid", raw->init->pid()},
+                                 {"from_pool", true}});
+      return ToProto(*raw);
+    }
+  }
   absl::Status s = cgroups_->Create(spec.name(), cell->limits);
   if (s.code() == absl::StatusCode::kAlreadyExists) {
     // Left behind by a crash between creating it and recording the cell.
@@ -271,6 +328,122 @@ absl::StatusOr<mycel::v1::Cell> CellManager::CreateCell(
   log::Info("cell created", {{"cell", spec.name()},
                              {"init_pid", raw->init ? raw->init->pid() : 0}});
   return ToProto(*raw);
+}
+
+bool CellManager::Poolable(const Cell& cell) const {
+  // Not with a user namespace (its id maps are the cell's), a rootfs (the
+  // cell's), or a cgroup namespace (rooted at the cgroup the init was in,
+  // which on v2 is not the one the cell ends up with).
+  return pool_size_ > 0 && cell.ns_flags != 0 &&
+         (cell.ns_flags & (CLONE_NEWUSER | CLONE_NEWCGROUP)) == 0 &&
+         cell.spec.rootfs().empty();
+}
+
+absl::StatusOr<bool> CellManager::TakeBlank(Cell* cell) {
+  auto it = pool_.find(cell->ns_flags);
+  if (it == pool_.end() || it->second.empty()) return false;
+  std::unique_ptr<Blank> blank = std::move(it->second.back());
+  it->second.pop_back();
+  const std::string& name = cell->spec.name();
+  const pid_t pid = blank->init->pid();
+  // A blank's init is not watched: if it died, the reaper collected it as an
+  // orphan. From now on its exit is the cell's; if it has not exited once
+  // the watch is in place, the watch is its own (its pid cannot have been
+  // reused while it lives).
+  reaper_->Watch(pid,
+                 [this, name](const ChildExit& e) { OnInitExit(name, e.pid); });
+  pollfd exited = {blank->init->pidfd(), POLLIN, 0};
+  if (poll(&exited, 1, 0) != 0) {
+    reaper_->Unwatch(pid);
+    background_.Post([this, cg = blank->cgroup] { RemoveCgroup(cg); });
+    return false;
+  }
+  // v1 renames the blank's cgroup; v2 cannot, so there the cell gets a new
+  // cgroup and the init moves into it.
+  absl::Status s = cgroups_->Rename(blank->cgroup, name);
+  if (absl::IsUnimplemented(s)) {
+    s = cgroups_->Create(name, {});
+    if (s.ok()) {
+      s = cgroups_->AddProcess(name, pid);
+      if (!s.ok()) cgroups_->Destroy(name).IgnoreError();
+    }
+    if (s.ok()) {
+      background_.Post([this, cg = blank->cgroup] { RemoveCgroup(cg); });
+    }
+  }
+  if (!s.ok()) {
+    // Made from scratch instead (which also clears a cgroup of that name
+    // that a crash left).
+    log::Warn("cannot use a pooled cell", {{"cell", name}, {"error", s}});
+    background_.Post([this, cg = blank->cgroup] { RemoveCgroup(cg); });
+    return false;
+  }
+  s = Annotate(cgroups_->ApplyToNew(name, cell->limits), "limits");
+  if (s.ok() && (cell->ns_flags & CLONE_NEWUTS)) {
+    s = SetHostnameOf(blank->init->pidfd(), name);
+  }
+  // The blank's init inherited the background thread's nice value.
+  if (s.ok() && setpriority(PRIO_PROCESS, static_cast<id_t>(pid), 0) != 0) {
+    s = PosixError("setpriority of the cell init", errno);
+  }
+  if (s.ok()) {
+    cell->init_start_time = blank->init->start_time();
+    cell->init.emplace(*std::move(blank->init));
+    s = store_.SetCellInit(name, pid, cell->init_start_time);
+    if (s.ok()) return true;
+    cell->init.reset();
+  }
+  reaper_->Unwatch(pid);
+  RemoveCgroup(name);
+  return s;
+}
+
+void CellManager::RefillPool(int ns_flags) {
+  if (pool_.count(ns_flags) == 0 && pool_.size() >= kMaxPoolShapes) return;
+  int& pending = pool_pending_[ns_flags];
+  while (!shutting_down_ &&
+         pool_[ns_flags].size() + static_cast<size_t>(pending) <
+             static_cast<size_t>(pool_size_)) {
+    ++pending;
+    background_.Post([this, ns_flags] { MakeBlank(ns_flags); });
+  }
+}
+
+void CellManager::MakeBlank(int ns_flags) {
+  auto blank = std::make_unique<Blank>();
+  blank->ns_flags = ns_flags;
+  {
+    absl::MutexLock lock(&mu_);
+    --pool_pending_[ns_flags];
+    if (shutting_down_) return;
+    blank->cgroup =
+        absl::StrCat(kPoolCgroupPrefix, getpid(), "-", ++pool_serial_);
+  }
+  absl::Status s = cgroups_->Create(blank->cgroup, {});
+  if (s.ok()) {
+    Cell shape;
+    shape.ns_flags = ns_flags;
+    absl::StatusOr<Child> init =
+        SpawnInit(blank->cgroup, shape, /*hostname=*/"", /*on_exit=*/nullptr);
+    if (init.ok()) {
+      blank->init.emplace(*std::move(init));
+    } else {
+      s = init.status();
+    }
+  }
+  if (!s.ok()) {
+    log::Warn("cannot make a pooled cell", {{"error", s}});
+    if (!absl::IsAlreadyExists(s)) RemoveCgroup(blank->cgroup);
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!shutting_down_) {
+      pool_[ns_flags].push_back(std::move(blank));
+      return;
+    }
+  }
+  RemoveCgroup(blank->cgroup);
 }
 
 absl::StatusOr<CellManager::Cell*> CellManager::FindCell(
@@ -865,13 +1038,15 @@ void CellManager::RemoveCgroup(const std::string& cgroup) {
 
 absl::Status CellManager::Recover() {
   background_.Post([dir = state_dir_] { EmptyLogTrash(dir); });
-  // Cgroups of deleted cells that a crash left behind (see DeleteCell).
+  // Cgroups of deleted cells that a crash left behind (see DeleteCell), and
+  // the blanks of an earlier daemon.
   absl::StatusOr<std::vector<std::string>> cgroups = cgroups_->List();
   if (!cgroups.ok()) {
     log::Warn("cannot list cell cgroups", {{"error", cgroups.status()}});
   } else {
     for (const std::string& cgroup : *cgroups) {
-      if (absl::StartsWith(cgroup, kDeletedCgroupPrefix)) {
+      if (absl::StartsWith(cgroup, kDeletedCgroupPrefix) ||
+          absl::StartsWith(cgroup, kPoolCgroupPrefix)) {
         background_.Post([this, cgroup] { RemoveCgroup(cgroup); });
       }
     }

@@ -46,6 +46,9 @@ class CellManager {
     boost::asio::io_context* io = nullptr;  // must outlive the manager
     std::unique_ptr<CgroupDriver> cgroups;
     int64_t log_cap_bytes = kDefaultLogCapBytes;
+    // Blank cells kept ready for each set of namespaces that cells have
+    // asked for lately (see Blank); 0 turns the pool off.
+    int pool_size = 1;
   };
 
   // Builds the manager and adopts the cells and executables recorded in the
@@ -114,12 +117,41 @@ class CellManager {
     std::map<std::string, std::unique_ptr<Exe>> exes;
   };
 
+  // A cell made ahead of time, without a name: a cgroup ".pool-<pid>-<n>"
+  // with no limits, and a cell init that has made `ns_flags`' namespaces
+  // (a private /proc included). A new cell with those namespaces, no user
+  // namespace and no rootfs takes one, which costs a rename, its limits and
+  // its hostname instead of a cgroup per hierarchy and an init's start,
+  // and the background thread makes the next one.
+  struct Blank {
+    std::string cgroup;
+    int ns_flags = 0;
+    std::optional<Child> init;
+  };
+
   CellManager(Options options, CellStore store);
 
   absl::Status Recover();
   absl::StatusOr<std::unique_ptr<Cell>> Prepare(
       const mycel::v1::CellSpec& spec);
+  // Starts the init of a cell (or of a blank: `hostname` empty) in cgroup
+  // `cgroup`, with `cell`'s namespaces, rootfs and id maps, watched with
+  // `on_exit` (if set; otherwise the reaper collects it as an orphan).
+  absl::StatusOr<Child> SpawnInit(
+      const std::string& cgroup, const Cell& cell, const std::string& hostname,
+      std::function<void(const ChildExit&)> on_exit);
   absl::Status StartInit(Cell* cell) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a blank can stand in for `cell`'s cgroup and init.
+  bool Poolable(const Cell& cell) const;
+  // Makes a blank of `cell`'s namespaces into `cell`: true if it did; false
+  // if there was none to take (or it could not be used), and the caller
+  // makes the cell from scratch; an error if the cell cannot be made (its
+  // limits, its hostname), with nothing left behind.
+  absl::StatusOr<bool> TakeBlank(Cell* cell) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the making of blanks until the pool for `ns_flags` is full.
+  void RefillPool(int ns_flags) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes one blank (on background_).
+  void MakeBlank(int ns_flags) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Launch(Cell* cell, Exe* exe, const StartOptions& options)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnExit(const std::string& cell, const std::string& name,
@@ -164,9 +196,15 @@ class CellManager {
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // Makes the names of deleted cells' cgroups unique (see DeleteCell).
   uint64_t deleted_serial_ ABSL_GUARDED_BY(mu_) = 0;
-  // Cleanup of deleted cells that no caller needs to wait for. Last, so it
-  // is destroyed (and drained) first.
-  BackgroundQueue background_;
+  // Blanks ready, and being made, by namespace flags.
+  const int pool_size_;
+  std::map<int, std::vector<std::unique_ptr<Blank>>> pool_ ABSL_GUARDED_BY(mu_);
+  std::map<int, int> pool_pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t pool_serial_ ABSL_GUARDED_BY(mu_) = 0;
+  // Cleanup of deleted cells, and blanks for the pool: work that no caller
+  // waits for, at low priority (it would slow the requests it runs beside).
+  // Last, so it is destroyed (and drained) first.
+  BackgroundQueue background_{BackgroundQueue::Priority::kLow};
 };
 
 }  // namespace mycel::cells

@@ -47,6 +47,12 @@ const std::map<std::string, Setter>& FlagSetters() {
        [](DaemonConfig* c, const std::string& v) { c->set_hostname(v); }},
       {"cgroup-subtree",
        [](DaemonConfig* c, const std::string& v) { c->set_cgroup_subtree(v); }},
+      {"cell-pool",
+       [](DaemonConfig* c, const std::string& v) {
+         int n = 0;
+         // Not a number: out of range, so that ValidateConfig names it.
+         c->set_cell_pool(absl::SimpleAtoi(v, &n) ? n : -1);
+       }},
   };
   return *setters;
 }
@@ -114,6 +120,11 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
                        "\"mycel\" or \"mycel/node-b\", got \"",
                        sub, "\""));
     }
+  }
+  if (config.has_cell_pool() &&
+      (config.cell_pool() < 0 || config.cell_pool() > kMaxCellPool)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cell_pool: want a number of cells from 0 to ", kMaxCellPool));
   }
   int tls = !config.tls_cert().empty() + !config.tls_key().empty() +
             !config.tls_ca().empty();
@@ -225,6 +236,9 @@ flags (each also settable in the --config JSON file, as state_dir etc.):
   --cgroup-subtree P   where cells live below each cgroup mount, e.g.
                        mycel/node-b (default mycel); two myceld on one
                        host need different ones
+  --cell-pool N        blank cells (cgroup and init) kept ready for each
+                       set of namespaces in recent use, 0..16 (default 1;
+                       0 turns the pool off)
   --version            print the version and exit
   -h, --help           print this help
 )";

@@ -36,6 +36,9 @@ absl::StatusOr<DaemonFlags> ParseDaemonFlags(
 absl::StatusOr<mycel::v1::DaemonConfig> ParseConfigJson(
     const std::string& json, const std::string& origin);
 
+// Most blank cells --cell-pool may ask for, per set of namespaces.
+inline constexpr int kMaxCellPool = 16;
+
 // Checks values: log level, HOST:PORT syntax, TLS files given all together.
 absl::Status ValidateConfig(const mycel::v1::DaemonConfig& config);
 

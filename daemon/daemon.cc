@@ -225,6 +225,7 @@ void Daemon::StartCells(const HostInfo& host) {
     opts.reaper = &reaper_;
     opts.io = &io_;
     opts.cgroups = *std::move(driver);
+    if (config_.has_cell_pool()) opts.pool_size = config_.cell_pool();
     absl::StatusOr<std::unique_ptr<cells::CellManager>> m =
         cells::CellManager::Create(std::move(opts));
     if (m.ok()) {

@@ -1,10 +1,18 @@
 #include "runtime/background_queue.h"
 
+#include <errno.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <utility>
+
+#include "runtime/log.h"
+#include "runtime/status.h"
 
 namespace mycel {
 
-BackgroundQueue::BackgroundQueue() : thread_([this] { Run(); }) {}
+BackgroundQueue::BackgroundQueue(Priority priority)
+    : thread_([this, priority] { Run(priority); }) {}
 
 BackgroundQueue::~BackgroundQueue() {
   {
@@ -37,7 +45,13 @@ void BackgroundQueue::Flush() {
       &target));
 }
 
-void BackgroundQueue::Run() {
+void BackgroundQueue::Run(Priority priority) {
+  // On Linux a thread has a nice value of its own.
+  if (priority == Priority::kLow &&
+      setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19) != 0) {
+    log::Warn("background thread keeps its priority",
+              {{"error", PosixError("setpriority", errno)}});
+  }
   for (;;) {
     std::vector<Work> batch;
     {

@@ -29,7 +29,14 @@ class BackgroundQueue {
  public:
   using Work = absl::AnyInvocable<void() &&>;
 
-  BackgroundQueue();
+  enum class Priority {
+    kNormal,
+    // nice 19 for the queue's thread (and for processes it starts), so that
+    // the work waits for a CPU that nothing else wants.
+    kLow,
+  };
+
+  explicit BackgroundQueue(Priority priority = Priority::kNormal);
   ~BackgroundQueue();
   BackgroundQueue(const BackgroundQueue&) = delete;
   BackgroundQueue& operator=(const BackgroundQueue&) = delete;
@@ -44,7 +51,7 @@ class BackgroundQueue {
   void Flush() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void Run();
+  void Run(Priority priority);
 
   absl::Mutex mu_;
   std::vector<Work> queue_ ABSL_GUARDED_BY(mu_);

@@ -118,6 +118,11 @@ class CgroupDriver {
   // Applies `limits` (the whole desired state) to an existing cell.
   virtual absl::Status Update(const std::string& cell,
                               const CgroupLimits& limits) = 0;
+  // Applies `limits` to a cell that Create made with no limits and that
+  // has not been limited since, so that its files still hold the kernel's
+  // defaults: only the fields that are set are written, as in Create.
+  virtual absl::Status ApplyToNew(const std::string& cell,
+                                  const CgroupLimits& limits) = 0;
   // Opens the files a child needs to join the cell (see CgroupJoin).
   virtual absl::StatusOr<CgroupJoin> OpenJoin(const std::string& cell) = 0;
   // Moves process `pid` (with all its threads) into the cell.

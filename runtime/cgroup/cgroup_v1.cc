@@ -401,6 +401,13 @@ absl::Status CgroupV1::Update(const std::string& cell,
                   absl::StrCat("update cell ", cell));
 }
 
+absl::Status CgroupV1::ApplyToNew(const std::string& cell,
+                                  const CgroupLimits& limits) {
+  RETURN_IF_ERROR(CheckCellName(cell));
+  return Annotate(Apply(cell, limits, /*fresh=*/true),
+                  absl::StrCat("limit cell ", cell));
+}
+
 absl::StatusOr<CgroupJoin> CgroupV1::OpenJoin(const std::string& cell) {
   RETURN_IF_ERROR(CheckCellName(cell));
   CgroupJoin join;

@@ -79,6 +79,8 @@ class CgroupV1 final : public CgroupDriver {
                       const CgroupLimits& limits) override;
   absl::Status Update(const std::string& cell,
                       const CgroupLimits& limits) override;
+  absl::Status ApplyToNew(const std::string& cell,
+                          const CgroupLimits& limits) override;
   absl::StatusOr<CgroupJoin> OpenJoin(const std::string& cell) override;
   absl::Status AddProcess(const std::string& cell, pid_t pid) override;
   absl::StatusOr<std::vector<pid_t>> Pids(const std::string& cell) override;

@@ -219,6 +219,13 @@ absl::Status CgroupV2::Update(const std::string& cell,
                   absl::StrCat("update cell ", cell));
 }
 
+absl::Status CgroupV2::ApplyToNew(const std::string& cell,
+                                  const CgroupLimits& limits) {
+  ASSIGN_OR_RETURN(std::string dir, ExistingCell(cell));
+  return Annotate(Apply(dir, limits, /*fresh=*/true),
+                  absl::StrCat("limit cell ", cell));
+}
+
 absl::StatusOr<CgroupJoin> CgroupV2::OpenJoin(const std::string& cell) {
   ASSIGN_OR_RETURN(std::string dir, ExistingCell(cell));
   CgroupJoin join;

@@ -206,6 +206,17 @@ TEST_CASE("myceld is PID 1 of the guest, serves mTLS and powers it off") {
        "-c", "x=$(head -c 100000000 /dev/zero | tr '\\0' a)"});
   CHECK_MESSAGE(hog.exit_code == 137, hog.err);
   CHECK(hog.err.find("OOM") != std::string::npos);
+  // The first run asked the pool for a blank of its namespaces; this one
+  // takes it. cgroup v2 cannot rename, so the cell gets a new cgroup and
+  // the blank's init moves into it.
+  testing::CommandResult pooled =
+      guest.Cli({"run", "--isolate", "pid,mount,uts,ipc", "--memory-max", "48M",
+                 "--name", "pooled", "--", "/bin/sh", "-c",
+                 "hostname; cat /proc/self/cgroup /proc/1/cgroup "
+                 "/sys/fs/cgroup/mycel/pooled/memory.max"});
+  CHECK_MESSAGE(pooled.exit_code == 0, pooled.err);
+  CHECK(pooled.out == "pooled\n0::/mycel/pooled\n0::/mycel/pooled\n50331648\n");
+  CHECK(guest.Console().find("from_pool=true") != std::string::npos);
   testing::CommandResult cells = guest.Cli({"-o", "json", "cell", "ls"});
   CHECK(cells.exit_code == 0);
 

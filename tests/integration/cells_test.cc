@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -251,8 +252,13 @@ TEST_CASE("a deleted cell's name is free at once; its processes go soon") {
           absl::StrCat("awk '{print $3}' /proc/", pid, "/stat 2>/dev/null"));
       return st.out.empty() || st.out == "Z\n";
     }));
-    CHECK(WaitUntil(
-        [&] { return CgroupsBelow(sub) == std::vector<std::string>{"gone"}; }));
+    CHECK(WaitUntil([&] {
+      std::vector<std::string> cells;
+      for (const std::string& c : CgroupsBelow(sub)) {
+        if (!absl::StartsWith(c, ".pool-")) cells.push_back(c);
+      }
+      return cells == std::vector<std::string>{"gone"};
+    }));
     CHECK(n.Cli({"cell", "rm", "gone"}).exit_code == 0);
   }
   for (const char* c :
@@ -368,6 +374,51 @@ TEST_CASE("in a pid namespace the cell's own init is PID 1") {
   int procs = 0;
   REQUIRE(absl::SimpleAtoi(lines[3], &procs));
   CHECK(procs <= 4);  // init, sh, ls, grep: not the host's processes
+}
+
+TEST_CASE("a cell made from the pool is the cell it was asked for") {
+  if (!NeedRoot()) return;
+  const std::string sub = absl::StrCat("mycel-test-pool-", getpid());
+  {
+    Node n({"--cgroup-subtree", sub});
+    // The first cell of these namespaces is made from scratch and asks for
+    // a blank; the next ones take blanks, each with its own name, limits,
+    // hostname and namespaces.
+    for (int i = 0; i < 4; ++i) {
+      const std::string name = absl::StrCat("pooled-", i);
+      auto r = n.Cli(
+          {"run", "--isolate", "pid,mount,uts,ipc", "--name", name,
+           "--memory-max", absl::StrCat(32 + i, "M"), "--pids-max", "50", "--",
+           "sh", "-c",
+           "cat /proc/1/cmdline | tr -d '\\0'; echo; hostname; "
+           "ls /proc | grep -c '^[0-9]'; "
+           "m=$(grep -E '^[0-9]+:memory:' /proc/self/cgroup | cut -d: -f3); "
+           "echo \"$m\"; cat /sys/fs/cgroup/memory$m/memory.limit_in_bytes "
+           "2>/dev/null || cat /sys/fs/cgroup$m/memory.max; "
+           "ipcmk -M 4096 >/dev/null && ipcs -m | grep -c '^0x'; "
+           "cut -d' ' -f19 /proc/1/stat"});
+      REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+      std::vector<std::string> lines =
+          absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+      REQUIRE_MESSAGE(lines.size() == 7, r.out);
+      CHECK(lines[0] == "mycel-cell-init");
+      CHECK(lines[1] == name);
+      int procs = 0;
+      REQUIRE(absl::SimpleAtoi(lines[2], &procs));
+      CHECK(procs <= 5);
+      CHECK(lines[3] == absl::StrCat("/", sub, "/", name));
+      CHECK(lines[4] == absl::StrCat((32 + i) << 20));
+      CHECK(lines[5] == "1");  // its own IPC namespace: only its segment
+      CHECK(lines[6] == "0");  // the init's nice value: not the pool's 19
+    }
+    CHECK(n.d().Log().find("from_pool=true") != std::string::npos);
+  }
+  // A stopped daemon leaves no blanks behind.
+  CHECK(CgroupsBelow(sub).empty());
+  for (const char* c :
+       {"", "cpu/", "cpuacct/", "memory/", "pids/", "freezer/", "cpuset/"}) {
+    rmdir(absl::StrCat("/sys/fs/cgroup/", c, sub).c_str());
+  }
 }
 
 TEST_CASE("a user namespace makes the cell's root an unprivileged host uid") {

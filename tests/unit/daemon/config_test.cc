@@ -65,6 +65,14 @@ TEST_CASE("bad input names the flag or field") {
                   bad);
     CHECK_MESSAGE(subtree.status().message().find("cgroup_subtree:") == 0, bad);
   }
+  for (const char* bad : {"-1", "17", "many"}) {
+    auto pool = ParseDaemonFlags({"--cell-pool", bad});
+    CHECK_MESSAGE(pool.status().message().find("cell_pool:") == 0, bad);
+  }
+  auto pool = ParseDaemonFlags({"--cell-pool", "0"});
+  REQUIRE(pool.ok());
+  CHECK(pool->config.has_cell_pool());
+  CHECK(pool->config.cell_pool() == 0);
   auto nested = ParseDaemonFlags({"--cgroup-subtree", "mycel/node-b"});
   REQUIRE(nested.ok());
   CHECK(nested->config.cgroup_subtree() == "mycel/node-b");

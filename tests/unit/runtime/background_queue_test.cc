@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <thread>
@@ -62,6 +63,23 @@ TEST_CASE("background queue: destruction runs what is still queued") {
     for (int i = 0; i < 10; ++i) queue.Post([&] { ++count; });
   }
   CHECK(count == 10);
+}
+
+TEST_CASE("background queue: low priority is nice 19 for its thread only") {
+  int before = getpriority(PRIO_PROCESS, 0);
+  int normal = -100, low = -100;
+  {
+    BackgroundQueue queue;
+    queue.Post([&] { normal = getpriority(PRIO_PROCESS, 0); });
+  }
+  {
+    BackgroundQueue queue(BackgroundQueue::Priority::kLow);
+    queue.Post([&] { low = getpriority(PRIO_PROCESS, 0); });
+  }
+  CHECK(normal == before);
+  CHECK(low == 19);
+  // The caller's thread keeps its own.
+  CHECK(getpriority(PRIO_PROCESS, 0) == before);
 }
 
 }  // namespace

@@ -236,6 +236,12 @@ TEST_CASE("Create writes only the limits that are set") {
         "1");
   CHECK(FileContent(t.Cell("cpuset", "web", "cpuset.cpus")) == "0-1");
   CHECK(FileContent(t.Cell("cpuset", "web", "cpuset.mems")) == "0");
+  // ApplyToNew on a cell made without limits writes the same two files.
+  REQUIRE(t.driver->Create("blank", {}).ok());
+  before = t.fake->writes().size();
+  REQUIRE(t.driver->ApplyToNew("blank", limits).ok());
+  CHECK(t.fake->writes().size() - before == 2);
+  CHECK_FALSE(t.driver->ApplyToNew("nothing", limits).ok());
   // Update writes every field: the cell's files may hold anything by then.
   before = t.fake->writes().size();
   REQUIRE(t.driver->Update("web", limits).ok());
