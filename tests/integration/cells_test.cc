@@ -415,6 +415,17 @@ TEST_CASE("a cell made from the pool is the cell it was asked for") {
   }
   // A stopped daemon leaves no blanks behind.
   CHECK(CgroupsBelow(sub).empty());
+  {
+    // --cell-pool 0: no blanks, every cell made from scratch.
+    Node n({"--cgroup-subtree", sub, "--cell-pool", "0"});
+    for (const char* name : {"a", "b"}) {
+      REQUIRE(n.Cli({"cell", "create", name, "--isolate", "pid,mount,uts"})
+                  .exit_code == 0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK(CgroupsBelow(sub) == std::vector<std::string>{"a", "b"});
+    CHECK(n.d().Log().find("from_pool=true") == std::string::npos);
+  }
   for (const char* c :
        {"", "cpu/", "cpuacct/", "memory/", "pids/", "freezer/", "cpuset/"}) {
     rmdir(absl::StrCat("/sys/fs/cgroup/", c, sub).c_str());
