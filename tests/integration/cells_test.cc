@@ -416,6 +416,70 @@ TEST_CASE("a cell made from the pool is the cell it was asked for") {
   // A stopped daemon leaves no blanks behind.
   CHECK(CgroupsBelow(sub).empty());
   {
+    // A blank whose init died while it waited is not used: the next cell
+    // is made from scratch, and the dead blank's cgroup goes.
+    Node n({"--cgroup-subtree", sub});
+    REQUIRE(
+        n.Cli({"cell", "create", "first", "--isolate", "pid,uts"}).exit_code ==
+        0);
+    std::string blank;
+    REQUIRE(WaitUntil([&] {
+      for (const std::string& c : CgroupsBelow(sub)) {
+        if (absl::StartsWith(c, ".pool-")) blank = c;
+      }
+      return !blank.empty() &&
+             !ReadFile(absl::StrCat("/sys/fs/cgroup/memory/", sub, "/", blank,
+                                    "/cgroup.procs"))
+                  .value_or("")
+                  .empty();
+    }));
+    std::string procs = ReadFile(absl::StrCat("/sys/fs/cgroup/memory/", sub,
+                                              "/", blank, "/cgroup.procs"))
+                            .value_or("");
+    pid_t init = 0;
+    REQUIRE(absl::SimpleAtoi(absl::StripAsciiWhitespace(procs), &init));
+    REQUIRE(kill(init, SIGKILL) == 0);
+    CHECK(WaitUntil([&] {
+      auto st = testing::Shell(
+          absl::StrCat("awk '{print $3}' /proc/", init, "/stat 2>/dev/null"));
+      return st.out.empty() || st.out == "Z\n";
+    }));
+    auto r = n.Cli(
+        {"run", "--isolate", "pid,uts", "--name", "second", "--", "hostname"});
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.out == "second\n");
+    CHECK(WaitUntil([&] {
+      std::vector<std::string> now = CgroupsBelow(sub);
+      return std::find(now.begin(), now.end(), blank) == now.end();
+    }));
+    // Limits the kernel refuses fail a pooled cell as they fail any other,
+    // and leave nothing of it behind.
+    REQUIRE(WaitUntil([&] {
+      for (const std::string& c : CgroupsBelow(sub)) {
+        if (absl::StartsWith(c, ".pool-")) return true;
+      }
+      return false;
+    }));
+    // Memory nodes are left to the kernel to check: one past the last.
+    std::string possible =
+        ReadFile("/sys/devices/system/node/possible").value_or("0");
+    int last_node = 0;
+    std::string tail = possible.substr(possible.find_last_of("-,") + 1);
+    if (possible.find_first_of("-,") == std::string::npos) tail = possible;
+    REQUIRE(absl::SimpleAtoi(absl::StripAsciiWhitespace(tail), &last_node));
+    auto bad = n.Cli({"cell", "create", "bad", "--isolate", "pid,uts",
+                      "--cpuset-mems", absl::StrCat(last_node + 1)});
+    CHECK(bad.exit_code == 1);
+    CHECK_MESSAGE(bad.err.find("cpuset.mems") != std::string::npos, bad.err);
+    CHECK(n.Cli({"cell", "get", "bad"}).exit_code == 1);
+    CHECK(WaitUntil([&] {
+      std::vector<std::string> now = CgroupsBelow(sub);
+      return std::find(now.begin(), now.end(), "bad") == now.end();
+    }));
+    CHECK(n.Cli({"cell", "rm", "first"}).exit_code == 0);
+  }
+  CHECK(CgroupsBelow(sub).empty());
+  {
     // --cell-pool 0: no blanks, every cell made from scratch.
     Node n({"--cgroup-subtree", sub, "--cell-pool", "0"});
     for (const char* name : {"a", "b"}) {
