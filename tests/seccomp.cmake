@@ -6,6 +6,11 @@ mycel_test(seccomp_profile_test
     unit/runtime/seccomp/seccomp_profile_test.cc
     unit/runtime/seccomp/bpf_interpreter.cc
   DEPS mycel_seccomp)
+mycel_test(range_dispatch_test
+  SRCS
+    unit/runtime/seccomp/range_dispatch_test.cc
+    unit/runtime/seccomp/bpf_interpreter.cc
+  DEPS mycel_seccomp)
 mycel_test(capabilities_test
   SRCS unit/runtime/seccomp/capabilities_test.cc
   DEPS mycel_seccomp)

@@ -18,6 +18,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/fs.h"
+#include "runtime/log.h"
+#include "runtime/seccomp/internal/range_dispatch.h"
 #include "runtime/seccomp/internal/syscall_tables.h"
 #include "runtime/status.h"
 #include "runtime/unique_fd.h"
@@ -224,6 +226,24 @@ int HighestKnownSyscall(uint32_t arch) {
 }
 
 absl::StatusOr<std::vector<struct sock_filter>> BuildSeccompFilter(
+    const SeccompOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<struct sock_filter> program,
+                   BuildLibseccompFilter(options));
+  if (program.empty()) return program;
+  // The same decisions in fewer instructions, proven equal, or else
+  // libseccomp's program as it is.
+  absl::StatusOr<std::vector<struct sock_filter>> smaller =
+      CompressDispatch(program);
+  if (!smaller.ok()) {
+    log::Debug("seccomp program kept as libseccomp made it",
+               {{"instructions", static_cast<int64_t>(program.size())},
+                {"why", smaller.status()}});
+    return program;
+  }
+  return *std::move(smaller);
+}
+
+absl::StatusOr<std::vector<struct sock_filter>> BuildLibseccompFilter(
     const SeccompOptions& options) {
   if (options.profile == SeccompProfileKind::kNone &&
       options.extra_deny.empty()) {

@@ -30,8 +30,13 @@ int HighestKnownSyscall(uint32_t arch);
 
 // Compiles `options` from scratch. REQUIRES: every extra_deny name resolves
 // (CompileSeccomp checks). An empty vector means "no filter" (profile none,
-// no extra_deny).
+// no extra_deny). The program is libseccomp's, made smaller by
+// CompressDispatch (range_dispatch.h) where that is proven equal.
 absl::StatusOr<std::vector<struct sock_filter>> BuildSeccompFilter(
+    const SeccompOptions& options);
+
+// libseccomp's program for `options`, as it exports it.
+absl::StatusOr<std::vector<struct sock_filter>> BuildLibseccompFilter(
     const SeccompOptions& options);
 
 }  // namespace mycel::seccomp_internal

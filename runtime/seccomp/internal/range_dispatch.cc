@@ -1,0 +1,550 @@
+#include "runtime/seccomp/internal/range_dispatch.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace mycel::seccomp_internal {
+namespace {
+
+constexpr uint32_t kNrOffset = offsetof(struct seccomp_data, nr);
+constexpr uint32_t kArchOffset = offsetof(struct seccomp_data, arch);
+constexpr uint16_t kLoadAbs = BPF_LD | BPF_W | BPF_ABS;
+constexpr size_t kMaxJump = 255;  // jt and jf are 8 bits
+
+absl::Status Unfit(absl::string_view why) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("seccomp dispatch not compressed: ", why));
+}
+
+bool IsConstantCompare(const struct sock_filter& in) {
+  if (BPF_CLASS(in.code) != BPF_JMP || BPF_SRC(in.code) != BPF_K) return false;
+  uint16_t op = BPF_OP(in.code);
+  return op == BPF_JEQ || op == BPF_JGT || op == BPF_JGE;
+}
+
+// What the accumulator holds while a program dispatches.
+enum class Holds { kZero, kNr, kArch };
+
+// Where the dispatch of one (arch, nr) ends: a return, or the first
+// instruction that looks at something else (an argument, most often), with
+// what the accumulator holds there. X and scratch memory are still zero.
+struct Outcome {
+  bool is_return = false;
+  uint32_t value = 0;  // the return value, or the entry's pc
+  Holds holds = Holds::kZero;
+  bool operator==(const Outcome& o) const {
+    return is_return == o.is_return && value == o.value &&
+           (is_return || holds == o.holds);
+  }
+  bool operator!=(const Outcome& o) const { return !(*this == o); }
+  bool operator<(const Outcome& o) const {
+    return std::tie(is_return, value, holds) <
+           std::tie(o.is_return, o.value, o.holds);
+  }
+};
+
+bool IsDispatchStep(const struct sock_filter& in) {
+  if (in.code == kLoadAbs && (in.k == kNrOffset || in.k == kArchOffset)) {
+    return true;
+  }
+  if (in.code == (BPF_RET | BPF_K)) return true;
+  return in.code == (BPF_JMP | BPF_JA) || IsConstantCompare(in);
+}
+
+absl::StatusOr<Outcome> Dispatch(const std::vector<struct sock_filter>& p,
+                                 uint32_t arch, uint32_t nr) {
+  uint32_t a = 0;
+  Holds holds = Holds::kZero;
+  size_t pc = 0;
+  // Jumps only go forward, so every step moves pc on.
+  while (pc < p.size()) {
+    const struct sock_filter& in = p[pc];
+    if (!IsDispatchStep(in))
+      return Outcome{false, static_cast<uint32_t>(pc), holds};
+    if (in.code == kLoadAbs) {
+      holds = in.k == kNrOffset ? Holds::kNr : Holds::kArch;
+      a = holds == Holds::kNr ? nr : arch;
+      ++pc;
+    } else if (in.code == (BPF_RET | BPF_K)) {
+      return Outcome{true, in.k, holds};
+    } else if (BPF_OP(in.code) == BPF_JA) {
+      pc += 1 + in.k;
+    } else {
+      bool taken = BPF_OP(in.code) == BPF_JEQ   ? a == in.k
+                   : BPF_OP(in.code) == BPF_JGT ? a > in.k
+                                                : a >= in.k;
+      pc += 1 + (taken ? in.jt : in.jf);
+    }
+  }
+  return Unfit("a dispatch runs off the end of the program");
+}
+
+// Every constant that a dispatch step compares the number (or the
+// architecture) against, found by following both edges of every
+// comparison from the start, as far as dispatch steps go.
+absl::Status CollectConstants(const std::vector<struct sock_filter>& p,
+                              std::set<uint32_t>* nr_consts,
+                              std::set<uint32_t>* arch_consts) {
+  std::set<std::pair<size_t, Holds>> seen;
+  std::vector<std::pair<size_t, Holds>> todo = {{0, Holds::kZero}};
+  while (!todo.empty()) {
+    auto [pc, holds] = todo.back();
+    todo.pop_back();
+    if (pc >= p.size()) return Unfit("a jump leaves the program");
+    if (!seen.insert({pc, holds}).second) continue;
+    const struct sock_filter& in = p[pc];
+    if (!IsDispatchStep(in) || in.code == (BPF_RET | BPF_K)) continue;
+    if (in.code == kLoadAbs) {
+      todo.push_back({pc + 1, in.k == kNrOffset ? Holds::kNr : Holds::kArch});
+    } else if (BPF_OP(in.code) == BPF_JA) {
+      todo.push_back({pc + 1 + in.k, holds});
+    } else {
+      if (holds == Holds::kNr) nr_consts->insert(in.k);
+      if (holds == Holds::kArch) arch_consts->insert(in.k);
+      todo.push_back({pc + 1 + in.jt, holds});
+      todo.push_back({pc + 1 + in.jf, holds});
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The first values of the ranges over which comparisons against `consts`
+// (JEQ, JGT, JGE) all come out the same.
+std::vector<uint32_t> RangeStarts(const std::set<uint32_t>& consts) {
+  std::set<uint32_t> starts = {0};
+  for (uint32_t k : consts) {
+    starts.insert(k);
+    if (k != UINT32_MAX) starts.insert(k + 1);
+  }
+  return {starts.begin(), starts.end()};
+}
+
+// Instructions with symbolic jump targets, resolved at the end.
+class Assembler {
+ public:
+  int NewLabel() {
+    labels_.push_back(-1);
+    return static_cast<int>(labels_.size()) - 1;
+  }
+  void Place(int label) { labels_[label] = static_cast<int>(code_.size()); }
+  // k, or a jump with targets (-1: the next instruction).
+  void Emit(uint16_t code, uint32_t k, int jt = -1, int jf = -1, int ja = -1) {
+    code_.push_back({code, k, jt, jf, ja});
+  }
+  absl::StatusOr<std::vector<struct sock_filter>> Resolve() const {
+    std::vector<struct sock_filter> out;
+    for (size_t i = 0; i < code_.size(); ++i) {
+      const Pending& p = code_[i];
+      struct sock_filter f = {p.code, 0, 0, p.k};
+      auto offset = [&](int label) -> absl::StatusOr<size_t> {
+        if (label < 0) return 0;
+        int to = labels_[label];
+        if (to <= static_cast<int>(i)) return Unfit("a backward jump");
+        return static_cast<size_t>(to) - i - 1;
+      };
+      if (p.ja >= 0) {
+        absl::StatusOr<size_t> o = offset(p.ja);
+        if (!o.ok()) return o.status();
+        f.k = static_cast<uint32_t>(*o);
+      } else if (BPF_CLASS(p.code) == BPF_JMP) {
+        absl::StatusOr<size_t> t = offset(p.jt), e = offset(p.jf);
+        if (!t.ok()) return t.status();
+        if (!e.ok()) return e.status();
+        if (*t > kMaxJump || *e > kMaxJump) return Unfit("a jump too far");
+        f.jt = static_cast<uint8_t>(*t);
+        f.jf = static_cast<uint8_t>(*e);
+      }
+      out.push_back(f);
+    }
+    return out;
+  }
+
+ private:
+  struct Pending {
+    uint16_t code;
+    uint32_t k;
+    int jt, jf, ja;
+  };
+  std::vector<Pending> code_;
+  std::vector<int> labels_;
+};
+
+struct Range {
+  uint32_t start;
+  Outcome outcome;
+};
+
+std::vector<Range> Merge(const std::vector<uint32_t>& starts,
+                         const std::vector<Outcome>& outcomes) {
+  std::vector<Range> out;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    if (out.empty() || out.back().outcome != outcomes[i]) {
+      out.push_back({starts[i], outcomes[i]});
+    }
+  }
+  return out;
+}
+
+class Rewriter {
+ public:
+  explicit Rewriter(const std::vector<struct sock_filter>& p) : p_(p) {}
+
+  absl::StatusOr<std::vector<struct sock_filter>> Run() {
+    std::set<uint32_t> nr_consts, arch_consts;
+    if (absl::Status s = CollectConstants(p_, &nr_consts, &arch_consts);
+        !s.ok()) {
+      return s;
+    }
+    nr_starts_ = RangeStarts(nr_consts);
+    arch_starts_ = RangeStarts(arch_consts);
+    // For each range of architectures, the outcome for each range of
+    // numbers; ranges of architectures with the same table share a section.
+    std::vector<std::vector<Outcome>> tables;
+    std::map<std::vector<Outcome>, int> section_of;
+    std::vector<std::pair<uint32_t, int>> arch_ranges;
+    for (uint32_t arch : arch_starts_) {
+      std::vector<Outcome> table;
+      for (uint32_t nr : nr_starts_) {
+        absl::StatusOr<Outcome> o = Dispatch(p_, arch, nr);
+        if (!o.ok()) return o.status();
+        if (!o->is_return) entries_.insert(o->value);
+        table.push_back(*o);
+      }
+      auto [it, added] =
+          section_of.insert({table, static_cast<int>(tables.size())});
+      if (added) tables.push_back(table);
+      if (arch_ranges.empty() || arch_ranges.back().second != it->second) {
+        arch_ranges.push_back({arch, it->second});
+      }
+    }
+    if (absl::Status s = CopyPlan(); !s.ok()) return s;
+    for (size_t pc : entries_) entry_label_[pc] = as_.NewLabel();
+
+    std::vector<int> section_label;
+    for (size_t i = 0; i < tables.size(); ++i) {
+      section_label.push_back(as_.NewLabel());
+    }
+    as_.Emit(kLoadAbs, kArchOffset);
+    EmitTree(arch_ranges, 0, arch_ranges.size(), [&](size_t i) {
+      as_.Emit(BPF_JMP | BPF_JA, 0, -1, -1,
+               section_label[arch_ranges[i].second]);
+    });
+    for (size_t s = 0; s < tables.size(); ++s) {
+      as_.Place(section_label[s]);
+      std::vector<Range> ranges = Merge(nr_starts_, tables[s]);
+      if (ranges.size() == 1) {
+        // The same for every number: no need to look at it.
+        EmitOutcome(ranges[0].outcome, Holds::kArch);
+        continue;
+      }
+      as_.Emit(kLoadAbs, kNrOffset);
+      EmitTree(ranges, 0, ranges.size(),
+               [&](size_t i) { EmitOutcome(ranges[i].outcome, Holds::kNr); });
+    }
+    EmitCopy();
+    return as_.Resolve();
+  }
+
+  // After Run: the instructions copied from the old program.
+  const std::set<size_t>& kept() const { return kept_; }
+
+ private:
+  // A binary search over ranges[lo, hi) on the accumulator, calling
+  // `leaf(i)` where it falls into ranges[i].
+  template <typename R, typename Leaf>
+  void EmitTree(const std::vector<R>& ranges, size_t lo, size_t hi,
+                const Leaf& leaf) {
+    if (hi - lo == 1) {
+      leaf(lo);
+      return;
+    }
+    size_t mid = lo + (hi - lo) / 2;
+    int right = as_.NewLabel();
+    as_.Emit(BPF_JMP | BPF_JGE | BPF_K, Start(ranges[mid]), right, -1);
+    EmitTree(ranges, lo, mid, leaf);
+    as_.Place(right);
+    EmitTree(ranges, mid, hi, leaf);
+  }
+  static uint32_t Start(const Range& r) { return r.start; }
+  static uint32_t Start(const std::pair<uint32_t, int>& r) { return r.first; }
+
+  void EmitOutcome(const Outcome& o, Holds now) {
+    if (o.is_return) {
+      as_.Emit(BPF_RET | BPF_K, o.value);
+      return;
+    }
+    if (o.holds != now) {
+      // The entry expects what the old dispatch left in the accumulator.
+      as_.Emit(o.holds == Holds::kZero ? static_cast<uint16_t>(BPF_LD | BPF_IMM)
+                                       : kLoadAbs,
+               o.holds == Holds::kNr     ? kNrOffset
+               : o.holds == Holds::kArch ? kArchOffset
+                                         : 0);
+    }
+    as_.Emit(BPF_JMP | BPF_JA, 0, -1, -1, entry_label_.at(o.value));
+  }
+
+  // The instructions reachable from the entries, in their old order.
+  absl::Status CopyPlan() {
+    std::vector<size_t> todo(entries_.begin(), entries_.end());
+    while (!todo.empty()) {
+      size_t pc = todo.back();
+      todo.pop_back();
+      if (pc >= p_.size()) return Unfit("a jump leaves the program");
+      if (!kept_.insert(pc).second) continue;
+      const struct sock_filter& in = p_[pc];
+      if (BPF_CLASS(in.code) == BPF_RET) continue;
+      if (BPF_CLASS(in.code) != BPF_JMP) {
+        todo.push_back(pc + 1);
+      } else if (BPF_OP(in.code) == BPF_JA) {
+        todo.push_back(pc + 1 + in.k);
+      } else {
+        todo.push_back(pc + 1 + in.jt);
+        todo.push_back(pc + 1 + in.jf);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void EmitCopy() {
+    std::map<size_t, int> label;
+    for (size_t pc : kept_) {
+      auto e = entry_label_.find(pc);
+      label[pc] = e != entry_label_.end() ? e->second : as_.NewLabel();
+    }
+    for (size_t pc : kept_) {
+      const struct sock_filter& in = p_[pc];
+      as_.Place(label[pc]);
+      if (BPF_CLASS(in.code) != BPF_JMP) {
+        as_.Emit(in.code, in.k);
+      } else if (BPF_OP(in.code) == BPF_JA) {
+        as_.Emit(in.code, 0, -1, -1, label.at(pc + 1 + in.k));
+      } else {
+        as_.Emit(in.code, in.k, label.at(pc + 1 + in.jt),
+                 label.at(pc + 1 + in.jf));
+      }
+      // Falling through to an instruction that was not kept cannot happen:
+      // the next instruction of a non-jump is reachable, hence kept.
+    }
+  }
+
+  const std::vector<struct sock_filter>& p_;
+  std::vector<uint32_t> nr_starts_, arch_starts_;
+  std::set<size_t> entries_;
+  std::set<size_t> kept_;
+  std::map<size_t, int> entry_label_;
+  Assembler as_;
+};
+
+// The constants the argument checks (the instructions at `pcs`) compare
+// against, as values for any word of any argument, with their neighbours.
+std::vector<uint32_t> ArgumentProbes(const std::vector<struct sock_filter>& p,
+                                     const std::set<size_t>& pcs) {
+  std::set<uint32_t> values = {0, 1, UINT32_MAX};
+  for (size_t pc : pcs) {
+    const struct sock_filter& in = p[pc];
+    if (BPF_CLASS(in.code) != BPF_JMP || BPF_SRC(in.code) != BPF_K) continue;
+    for (uint32_t v : {in.k - 1, in.k, in.k + 1}) values.insert(v);
+  }
+  return {values.begin(), values.end()};
+}
+
+absl::Status CheckEqual(const std::vector<struct sock_filter>& a,
+                        const std::vector<struct sock_filter>& b,
+                        const struct seccomp_data& d) {
+  absl::StatusOr<uint32_t> x = RunSeccompProgram(a, d);
+  absl::StatusOr<uint32_t> y = RunSeccompProgram(b, d);
+  if (!x.ok()) return x.status();
+  if (!y.ok()) return y.status();
+  if (*x != *y) {
+    return Unfit(absl::StrCat("the rewrite answers ", *y, " instead of ", *x,
+                              " for arch ", d.arch, " nr ", d.nr));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<uint32_t> RunSeccompProgram(
+    const std::vector<struct sock_filter>& p, const struct seccomp_data& data) {
+  uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = {};
+  auto bad = [](size_t pc, absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("seccomp program, instruction ", pc, ": ", why));
+  };
+  for (size_t pc = 0; pc < p.size();) {
+    const struct sock_filter& in = p[pc];
+    const uint32_t src = BPF_SRC(in.code) == BPF_X ? x : in.k;
+    switch (BPF_CLASS(in.code)) {
+      case BPF_LD:
+      case BPF_LDX: {
+        uint32_t v;
+        switch (BPF_MODE(in.code)) {
+          case BPF_ABS:
+            if (BPF_CLASS(in.code) != BPF_LD || BPF_SIZE(in.code) != BPF_W ||
+                in.k % 4 != 0 || in.k + 4 > sizeof(data)) {
+              return bad(pc, "bad load");
+            }
+            memcpy(&v, reinterpret_cast<const char*>(&data) + in.k, 4);
+            break;
+          case BPF_LEN:
+            v = sizeof(data);
+            break;
+          case BPF_IMM:
+            v = in.k;
+            break;
+          case BPF_MEM:
+            if (in.k >= BPF_MEMWORDS) return bad(pc, "bad scratch word");
+            v = mem[in.k];
+            break;
+          default:
+            return bad(pc, "bad load mode");
+        }
+        (BPF_CLASS(in.code) == BPF_LD ? a : x) = v;
+        ++pc;
+        break;
+      }
+      case BPF_ST:
+      case BPF_STX:
+        if (in.k >= BPF_MEMWORDS) return bad(pc, "bad scratch word");
+        mem[in.k] = BPF_CLASS(in.code) == BPF_ST ? a : x;
+        ++pc;
+        break;
+      case BPF_ALU:
+        switch (BPF_OP(in.code)) {
+          case BPF_ADD:
+            a += src;
+            break;
+          case BPF_SUB:
+            a -= src;
+            break;
+          case BPF_MUL:
+            a *= src;
+            break;
+          case BPF_DIV:
+            if (src == 0) return 0;  // the kernel returns 0 (kill)
+            a /= src;
+            break;
+          case BPF_OR:
+            a |= src;
+            break;
+          case BPF_AND:
+            a &= src;
+            break;
+          case BPF_XOR:
+            a ^= src;
+            break;
+          case BPF_LSH:
+            if (src >= 32) return bad(pc, "shift too far");
+            a <<= src;
+            break;
+          case BPF_RSH:
+            if (src >= 32) return bad(pc, "shift too far");
+            a >>= src;
+            break;
+          case BPF_NEG:
+            a = 0 - a;
+            break;
+          default:
+            return bad(pc, "bad ALU operation");
+        }
+        ++pc;
+        break;
+      case BPF_JMP: {
+        if (BPF_OP(in.code) == BPF_JA) {
+          pc += 1 + in.k;
+          break;
+        }
+        bool taken;
+        switch (BPF_OP(in.code)) {
+          case BPF_JEQ:
+            taken = a == src;
+            break;
+          case BPF_JGT:
+            taken = a > src;
+            break;
+          case BPF_JGE:
+            taken = a >= src;
+            break;
+          case BPF_JSET:
+            taken = (a & src) != 0;
+            break;
+          default:
+            return bad(pc, "bad jump");
+        }
+        pc += 1 + (taken ? in.jt : in.jf);
+        break;
+      }
+      case BPF_RET:
+        return BPF_RVAL(in.code) == BPF_A ? a : in.k;
+      case BPF_MISC:
+        if (BPF_MISCOP(in.code) == BPF_TAX) {
+          x = a;
+        } else {
+          a = x;
+        }
+        ++pc;
+        break;
+      default:
+        return bad(pc, "bad instruction class");
+    }
+  }
+  return absl::InvalidArgumentError("seccomp program runs off its end");
+}
+
+absl::StatusOr<std::vector<struct sock_filter>> CompressDispatch(
+    const std::vector<struct sock_filter>& program) {
+  if (program.empty()) return Unfit("empty program");
+  Rewriter rewriter(program);
+  absl::StatusOr<std::vector<struct sock_filter>> out = rewriter.Run();
+  if (!out.ok()) return out.status();
+  if (out->size() >= program.size()) return Unfit("no smaller");
+  if (out->size() > BPF_MAXINSNS) return Unfit("too long");
+  // The kernel refuses a program whose last instruction is not a return.
+  if (BPF_CLASS(out->back().code) != BPF_RET) {
+    return Unfit("the rewrite does not end with a return");
+  }
+
+  // Proof, as described in the header: every range of (arch, nr), with
+  // arguments of zeros, and with arguments made of the constants compared
+  // against wherever the outcome depends on them.
+  std::set<uint32_t> nr_consts, arch_consts;
+  if (absl::Status s = CollectConstants(program, &nr_consts, &arch_consts);
+      !s.ok()) {
+    return s;
+  }
+  const std::vector<uint32_t> probes = ArgumentProbes(program, rewriter.kept());
+  for (uint32_t arch : RangeStarts(arch_consts)) {
+    for (uint32_t nr : RangeStarts(nr_consts)) {
+      struct seccomp_data d = {};
+      d.arch = arch;
+      d.nr = static_cast<int>(nr);
+      if (absl::Status s = CheckEqual(program, *out, d); !s.ok()) return s;
+      absl::StatusOr<Outcome> o = Dispatch(program, arch, nr);
+      if (!o.ok()) return o.status();
+      if (o->is_return) continue;
+      for (size_t arg = 0; arg < 6; ++arg) {
+        for (uint32_t v : probes) {
+          for (int half = 0; half < 2; ++half) {
+            struct seccomp_data with = d;
+            with.args[arg] = half == 0 ? uint64_t{v} : uint64_t{v} << 32;
+            if (absl::Status s = CheckEqual(program, *out, with); !s.ok()) {
+              return s;
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace mycel::seccomp_internal
