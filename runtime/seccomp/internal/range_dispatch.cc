@@ -484,6 +484,7 @@ absl::StatusOr<uint32_t> RunSeccompProgram(
         break;
       }
       case BPF_RET:
+        if (BPF_RVAL(in.code) == BPF_X) return bad(pc, "RET X");
         return BPF_RVAL(in.code) == BPF_A ? a : in.k;
       case BPF_MISC:
         if (BPF_MISCOP(in.code) == BPF_TAX) {
