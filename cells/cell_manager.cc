@@ -1031,7 +1031,7 @@ void CellManager::RemoveCgroup(const std::string& cgroup) {
     if (!absl::IsFailedPrecondition(s)) break;
   }
   if (!s.ok() && !absl::IsNotFound(s)) {
-    log::Warn("cannot remove a deleted cell's cgroup",
+    log::Warn("cannot remove a cgroup no cell uses any more",
               {{"cgroup", cgroup}, {"error", s}});
   }
 }

@@ -169,8 +169,9 @@ class CellManager {
   void WatchAdopted(const std::string& cell, const std::string& name,
                     uint64_t generation, int pidfd);
   void Persist(const Exe& exe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Kills what is left in a deleted cell's renamed cgroup and removes it;
-  // failures are logged (the cell is already gone). On background_.
+  // Kills what is left in a cgroup no cell uses any more (a deleted cell's,
+  // renamed; a blank's) and removes it; failures are logged (the cell is
+  // already gone).
   void RemoveCgroup(const std::string& cgroup);
   void RunAfter(absl::Duration delay, std::function<void()> fn);
   void RotateLogs() ABSL_LOCKS_EXCLUDED(mu_);

@@ -38,11 +38,11 @@ enum class Holds { kZero, kNr, kArch };
 // what the accumulator holds there. X and scratch memory are still zero.
 struct Outcome {
   bool is_return = false;
-  uint32_t value = 0;  // the return value, or the entry's pc
-  Holds holds = Holds::kZero;
+  uint32_t value = 0;          // the return value, or the entry's pc
+  Holds holds = Holds::kZero;  // kZero for a return: nothing comes after it
   bool operator==(const Outcome& o) const {
-    return is_return == o.is_return && value == o.value &&
-           (is_return || holds == o.holds);
+    return std::tie(is_return, value, holds) ==
+           std::tie(o.is_return, o.value, o.holds);
   }
   bool operator!=(const Outcome& o) const { return !(*this == o); }
   bool operator<(const Outcome& o) const {
@@ -74,7 +74,7 @@ absl::StatusOr<Outcome> Dispatch(const std::vector<struct sock_filter>& p,
       a = holds == Holds::kNr ? nr : arch;
       ++pc;
     } else if (in.code == (BPF_RET | BPF_K)) {
-      return Outcome{true, in.k, holds};
+      return Outcome{true, in.k, Holds::kZero};
     } else if (BPF_OP(in.code) == BPF_JA) {
       pc += 1 + in.k;
     } else {
@@ -94,23 +94,24 @@ absl::Status CollectConstants(const std::vector<struct sock_filter>& p,
                               std::set<uint32_t>* nr_consts,
                               std::set<uint32_t>* arch_consts) {
   std::set<std::pair<size_t, Holds>> seen;
-  std::vector<std::pair<size_t, Holds>> todo = {{0, Holds::kZero}};
-  while (!todo.empty()) {
-    auto [pc, holds] = todo.back();
-    todo.pop_back();
+  std::vector<std::pair<size_t, Holds>> frontier = {{0, Holds::kZero}};
+  while (!frontier.empty()) {
+    auto [pc, holds] = frontier.back();
+    frontier.pop_back();
     if (pc >= p.size()) return Unfit("a jump leaves the program");
     if (!seen.insert({pc, holds}).second) continue;
     const struct sock_filter& in = p[pc];
     if (!IsDispatchStep(in) || in.code == (BPF_RET | BPF_K)) continue;
     if (in.code == kLoadAbs) {
-      todo.push_back({pc + 1, in.k == kNrOffset ? Holds::kNr : Holds::kArch});
+      frontier.push_back(
+          {pc + 1, in.k == kNrOffset ? Holds::kNr : Holds::kArch});
     } else if (BPF_OP(in.code) == BPF_JA) {
-      todo.push_back({pc + 1 + in.k, holds});
+      frontier.push_back({pc + 1 + in.k, holds});
     } else {
       if (holds == Holds::kNr) nr_consts->insert(in.k);
       if (holds == Holds::kArch) arch_consts->insert(in.k);
-      todo.push_back({pc + 1 + in.jt, holds});
-      todo.push_back({pc + 1 + in.jf, holds});
+      frontier.push_back({pc + 1 + in.jt, holds});
+      frontier.push_back({pc + 1 + in.jf, holds});
     }
   }
   return absl::OkStatus();
@@ -294,21 +295,21 @@ class Rewriter {
 
   // The instructions reachable from the entries, in their old order.
   absl::Status CopyPlan() {
-    std::vector<size_t> todo(entries_.begin(), entries_.end());
-    while (!todo.empty()) {
-      size_t pc = todo.back();
-      todo.pop_back();
+    std::vector<size_t> frontier(entries_.begin(), entries_.end());
+    while (!frontier.empty()) {
+      size_t pc = frontier.back();
+      frontier.pop_back();
       if (pc >= p_.size()) return Unfit("a jump leaves the program");
       if (!kept_.insert(pc).second) continue;
       const struct sock_filter& in = p_[pc];
       if (BPF_CLASS(in.code) == BPF_RET) continue;
       if (BPF_CLASS(in.code) != BPF_JMP) {
-        todo.push_back(pc + 1);
+        frontier.push_back(pc + 1);
       } else if (BPF_OP(in.code) == BPF_JA) {
-        todo.push_back(pc + 1 + in.k);
+        frontier.push_back(pc + 1 + in.k);
       } else {
-        todo.push_back(pc + 1 + in.jt);
-        todo.push_back(pc + 1 + in.jf);
+        frontier.push_back(pc + 1 + in.jt);
+        frontier.push_back(pc + 1 + in.jf);
       }
     }
     return absl::OkStatus();

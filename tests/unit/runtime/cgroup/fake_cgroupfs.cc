@@ -176,6 +176,17 @@ std::vector<std::string> FakeCgroupFs::WritesTo(
   return out;
 }
 
+std::vector<std::string> FakeCgroupFs::WritesSince(size_t first) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (size_t i = first; i < writes_.size(); ++i) {
+    const WriteRecord& w = writes_[i];
+    out.push_back(
+        absl::StrCat(w.path.substr(w.path.rfind('/') + 1), "=", w.value));
+  }
+  return out;
+}
+
 absl::Status FakeCgroupFs::MakeDir(const std::string& path) {
   absl::MutexLock lock(&mu_);
   if (mkdir(path.c_str(), 0755) != 0) {

@@ -55,6 +55,8 @@ class FakeCgroupFs final : public CgroupFs {
   std::vector<WriteRecord> writes() const;
   // Paths written, in order, that end with `suffix`.
   std::vector<std::string> WritesTo(const std::string& suffix) const;
+  // "<file name>=<value>" of the writes after the first `first`, in order.
+  std::vector<std::string> WritesSince(size_t first) const;
 
   absl::Status MakeDir(const std::string& path) override;
   absl::Status RemoveDir(const std::string& path) override;
