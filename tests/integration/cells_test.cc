@@ -195,7 +195,7 @@ TEST_CASE("deleting a cell with running executables needs --force") {
 // The directories below a v1 hierarchy's (or the v2) mycel subtree.
 std::vector<std::string> CgroupsBelow(const std::string& subtree) {
   std::vector<std::string> names;
-  for (const std::string root :
+  for (const std::string& root :
        {absl::StrCat("/sys/fs/cgroup/memory/", subtree),
         absl::StrCat("/sys/fs/cgroup/", subtree)}) {
     auto ls = testing::Shell(absl::StrCat("ls -A ", root, " 2>/dev/null"));
