@@ -8,19 +8,17 @@ namespace mycel::cells {
 using store::Stmt;
 
 absl::Status CellStore::InsertCell(const CellRow& row) {
-  absl::Status s = store_->Locked([&](sqlite3* db) -> absl::Status {
-    ASSIGN_OR_RETURN(Stmt st,
-                     Stmt::Prepare(db,
-                                   "INSERT INTO cells(name, spec, "
-                                   "created_us, init_pid, "
-                                   "init_start_time) VALUES(?,?,?,?,?)"));
-    st.Bind(1, row.spec.name())
-        .BindBlob(2, row.spec.SerializeAsString())
-        .Bind(3, row.created_us)
-        .Bind(4, row.init_pid)
-        .Bind(5, static_cast<int64_t>(row.init_start_time));
-    return st.Run();
-  });
+  absl::Status s = store_->WithStatement(
+      "INSERT INTO cells(name, spec, created_us, init_pid, init_start_time) "
+      "VALUES(?,?,?,?,?)",
+      [&](Stmt& st) {
+        return st.Bind(1, row.spec.name())
+            .BindBlob(2, row.spec.SerializeAsString())
+            .Bind(3, row.created_us)
+            .Bind(4, row.init_pid)
+            .Bind(5, static_cast<int64_t>(row.init_start_time))
+            .Run();
+      });
   if (s.code() == absl::StatusCode::kAlreadyExists) {
     return absl::AlreadyExistsError(
         absl::StrCat("cell \"", row.spec.name(), "\" already exists"));
@@ -30,21 +28,19 @@ absl::Status CellStore::InsertCell(const CellRow& row) {
 
 absl::Status CellStore::SetCellInit(const std::string& name, int64_t pid,
                                     uint64_t start_time) {
-  return store_->Locked([&](sqlite3* db) -> absl::Status {
-    ASSIGN_OR_RETURN(Stmt st, Stmt::Prepare(db,
-                                            "UPDATE cells SET init_pid=?, "
-                                            "init_start_time=? WHERE name=?"));
-    st.Bind(1, pid).Bind(2, static_cast<int64_t>(start_time)).Bind(3, name);
-    return st.Run();
-  });
+  return store_->WithStatement(
+      "UPDATE cells SET init_pid=?, init_start_time=? WHERE name=?",
+      [&](Stmt& st) {
+        return st.Bind(1, pid)
+            .Bind(2, static_cast<int64_t>(start_time))
+            .Bind(3, name)
+            .Run();
+      });
 }
 
 absl::Status CellStore::DeleteCell(const std::string& name) {
-  return store_->Locked([&](sqlite3* db) -> absl::Status {
-    ASSIGN_OR_RETURN(Stmt st,
-                     Stmt::Prepare(db, "DELETE FROM cells WHERE name=?"));
-    st.Bind(1, name);
-    return st.Run();
+  return store_->WithStatement("DELETE FROM cells WHERE name=?", [&](Stmt& st) {
+    return st.Bind(1, name).Run();
   });
 }
 
@@ -74,34 +70,27 @@ absl::StatusOr<std::vector<CellRow>> CellStore::LoadCells() {
 }
 
 absl::Status CellStore::PutExecutable(const ExecutableRow& row) {
-  return store_->Locked([&](sqlite3* db) -> absl::Status {
-    ASSIGN_OR_RETURN(
-        Stmt st,
-        Stmt::Prepare(
-            db,
-            "INSERT INTO executables(cell, name, spec, status, pid, "
-            "start_time) VALUES(?,?,?,?,?,?) ON CONFLICT(cell, name) "
-            "DO UPDATE SET spec=excluded.spec, status=excluded.status, "
-            "pid=excluded.pid, start_time=excluded.start_time"));
-    st.Bind(1, row.spec.cell())
-        .Bind(2, row.spec.name())
-        .BindBlob(3, row.spec.SerializeAsString())
-        .BindBlob(4, row.status.SerializeAsString())
-        .Bind(5, row.status.pid())
-        .Bind(6, static_cast<int64_t>(row.start_time));
-    return st.Run();
-  });
+  return store_->WithStatement(
+      "INSERT INTO executables(cell, name, spec, status, pid, start_time) "
+      "VALUES(?,?,?,?,?,?) ON CONFLICT(cell, name) DO UPDATE SET "
+      "spec=excluded.spec, status=excluded.status, pid=excluded.pid, "
+      "start_time=excluded.start_time",
+      [&](Stmt& st) {
+        return st.Bind(1, row.spec.cell())
+            .Bind(2, row.spec.name())
+            .BindBlob(3, row.spec.SerializeAsString())
+            .BindBlob(4, row.status.SerializeAsString())
+            .Bind(5, row.status.pid())
+            .Bind(6, static_cast<int64_t>(row.start_time))
+            .Run();
+      });
 }
 
 absl::Status CellStore::DeleteExecutable(const std::string& cell,
                                          const std::string& name) {
-  return store_->Locked([&](sqlite3* db) -> absl::Status {
-    ASSIGN_OR_RETURN(Stmt st, Stmt::Prepare(db,
-                                            "DELETE FROM executables WHERE "
-                                            "cell=? AND name=?"));
-    st.Bind(1, cell).Bind(2, name);
-    return st.Run();
-  });
+  return store_->WithStatement(
+      "DELETE FROM executables WHERE cell=? AND name=?",
+      [&](Stmt& st) { return st.Bind(1, cell).Bind(2, name).Run(); });
 }
 
 absl::StatusOr<std::vector<ExecutableRow>> CellStore::LoadExecutables() {

@@ -43,10 +43,11 @@ absl::Status SqliteError(absl::string_view what, sqlite3* db, int rc) {
                          rc, ")"));
 }
 
-absl::StatusOr<Stmt> Stmt::Prepare(sqlite3* db, absl::string_view sql) {
+absl::StatusOr<Stmt> Stmt::Prepare(sqlite3* db, absl::string_view sql,
+                                   unsigned flags) {
   sqlite3_stmt* raw = nullptr;
-  int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()),
-                              &raw, nullptr);
+  int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
+                              flags, &raw, nullptr);
   if (rc != SQLITE_OK) {
     sqlite3_finalize(raw);
     return SqliteError(absl::StrCat("prepare \"", sql, "\""), db, rc);

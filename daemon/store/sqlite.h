@@ -35,7 +35,10 @@ absl::Status SqliteError(absl::string_view what, sqlite3* db, int rc);
 // SQLite. Not thread-safe: use it under the owning connection's lock.
 class Stmt {
  public:
-  static absl::StatusOr<Stmt> Prepare(sqlite3* db, absl::string_view sql);
+  // `flags` are sqlite3_prepare_v3's (SQLITE_PREPARE_PERSISTENT for a
+  // statement that is kept and run many times).
+  static absl::StatusOr<Stmt> Prepare(sqlite3* db, absl::string_view sql,
+                                      unsigned flags = 0);
 
   Stmt(Stmt&&) = default;
   Stmt& operator=(Stmt&&) = default;

@@ -105,7 +105,23 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
 
 Store::~Store() {
   absl::MutexLock lock(&mu_);
+  statements_.clear();
   db_.reset();
+}
+
+absl::StatusOr<Stmt*> Store::CachedLocked(absl::string_view sql) {
+  auto it = statements_.find(sql);
+  if (it == statements_.end()) {
+    ASSIGN_OR_RETURN(Stmt stmt,
+                     Stmt::Prepare(db_.get(), sql, SQLITE_PREPARE_PERSISTENT));
+    it = statements_.emplace(std::string(sql), std::move(stmt)).first;
+  }
+  return &it->second;
+}
+
+size_t Store::cached_statements() {
+  absl::MutexLock lock(&mu_);
+  return statements_.size();
 }
 
 absl::StatusOr<std::string> Store::GetMeta(absl::string_view key) {

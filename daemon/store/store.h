@@ -7,6 +7,7 @@
 #ifndef MYCEL_DAEMON_STORE_STORE_H_
 #define MYCEL_DAEMON_STORE_STORE_H_
 
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -81,6 +82,26 @@ class Store {
     return Exec(db_.get(), "COMMIT");
   }
 
+  // Runs `fn(Stmt&)` with `sql` prepared once for this connection and kept:
+  // a statement that runs on every request then skips SQLite's parser and
+  // code generator, about two thirds of the cost of a small write. The
+  // statement is reset, and its bindings cleared, after `fn`. `sql` must be
+  // a fixed text, never one built from data: the cache keeps one statement
+  // per distinct text, for the life of the store. `fn` returns absl::Status.
+  template <typename Fn>
+  absl::Status WithStatement(absl::string_view sql, Fn&& fn)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Stmt*> stmt = CachedLocked(sql);
+    if (!stmt.ok()) return stmt.status();
+    absl::Status s = fn(**stmt);
+    (*stmt)->Reset();
+    return s;
+  }
+
+  // How many statements the cache holds (for tests).
+  size_t cached_statements() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Key/value metadata (table meta).
   absl::StatusOr<std::string> GetMeta(absl::string_view key);
   absl::Status SetMeta(absl::string_view key, absl::string_view value);
@@ -93,9 +114,14 @@ class Store {
   Store(std::string path, DbHandle db, int version)
       : path_(std::move(path)), db_(std::move(db)), schema_version_(version) {}
 
+  absl::StatusOr<Stmt*> CachedLocked(absl::string_view sql)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::string path_;
   absl::Mutex mu_;
   DbHandle db_ ABSL_GUARDED_BY(mu_);
+  // Statements of WithStatement, by text. Finalized before db_ closes.
+  std::map<std::string, Stmt, std::less<>> statements_ ABSL_GUARDED_BY(mu_);
   const int schema_version_;
 };
 

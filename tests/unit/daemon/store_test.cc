@@ -187,5 +187,43 @@ TEST_CASE("a transaction that fails leaves no trace") {
   CHECK(QueryInt(**s, "SELECT count(*) FROM a") == 0);
 }
 
+TEST_CASE("a kept statement is prepared once and runs with fresh bindings") {
+  testing::TempDir dir;
+  auto s = Store::Open(dir.Sub("cached.db"), {.migrations = kTwo});
+  REQUIRE(s.ok());
+  Store& store = **s;
+  constexpr char kInsert[] = "INSERT INTO a(x) VALUES(?)";
+  for (int64_t x : {1, 2, 3}) {
+    CHECK(store
+              .WithStatement(kInsert,
+                             [&](Stmt& st) { return st.Bind(1, x).Run(); })
+              .ok());
+  }
+  CHECK(store.cached_statements() == 1);
+  CHECK(QueryInt(store, "SELECT sum(x) FROM a") == 6);
+
+  // A run that fails (x is the primary key) returns its error and leaves
+  // the statement reset and usable.
+  absl::Status dup = store.WithStatement(
+      kInsert, [](Stmt& st) { return st.Bind(1, int64_t{2}).Run(); });
+  CHECK(dup.code() == absl::StatusCode::kAlreadyExists);
+  CHECK(store
+            .WithStatement(
+                kInsert, [](Stmt& st) { return st.Bind(1, int64_t{4}).Run(); })
+            .ok());
+  // Bindings do not carry over: an unbound parameter is NULL, which the
+  // STRICT INTEGER PRIMARY KEY turns into a new rowid (5), not 4 again.
+  CHECK(store.WithStatement(kInsert, [](Stmt& st) { return st.Run(); }).ok());
+  CHECK(QueryInt(store, "SELECT max(x) FROM a") == 5);
+  CHECK(store.cached_statements() == 1);
+
+  // A text that does not prepare is an error that names it, and is not kept.
+  absl::Status bad = store.WithStatement("INSERT INTO nowhere VALUES(1)",
+                                         [](Stmt& st) { return st.Run(); });
+  CHECK(bad.code() == absl::StatusCode::kInternal);
+  CHECK(bad.message().find("INSERT INTO nowhere") != absl::string_view::npos);
+  CHECK(store.cached_statements() == 1);
+}
+
 }  // namespace
 }  // namespace mycel::store
