@@ -12,7 +12,6 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -41,18 +40,13 @@ constexpr char kPoolCgroupPrefix[] = ".pool-";
 constexpr size_t kMaxPoolShapes = 4;
 
 // Sets the hostname in the UTS namespace of the process behind `pidfd`.
-// setns() moves only the calling thread, so a thread of its own joins that
-// namespace and ends there: no daemon thread is left in a cell's namespace.
 absl::Status SetHostnameOf(int pidfd, const std::string& hostname) {
-  absl::Status status;
-  std::thread([&] {
-    if (setns(pidfd, CLONE_NEWUTS) != 0) {
-      status = PosixError("setns(uts) into the cell init", errno);
-    } else if (sethostname(hostname.data(), hostname.size()) != 0) {
-      status = PosixError(absl::StrCat("sethostname ", hostname), errno);
+  return InNamespaceOf(pidfd, CLONE_NEWUTS, [&] {
+    if (sethostname(hostname.data(), hostname.size()) != 0) {
+      return PosixError(absl::StrCat("sethostname ", hostname), errno);
     }
-  }).join();
-  return status;
+    return absl::OkStatus();
+  });
 }
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }

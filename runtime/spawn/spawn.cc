@@ -264,64 +264,99 @@ class ChildStack final {
   char* base_ = nullptr;
 };
 
-// setns(CLONE_NEWPID) changes the pid namespace of the children that the
-// calling thread creates afterwards, not its own. So to start a process
-// inside a cell's pid namespace, the spawning thread enters that namespace
-// for its one clone and leaves it at once: the process is born there, as a
-// direct child of the daemon, without an intermediate process that joins
-// and clones again. Only this thread is affected; the daemon's other
-// threads go on as before. While it is inside, the thread must create no
-// other process or thread, which Spawn guarantees.
-//
-// If leaving failed, the thread's later children would land in the cell's
-// namespace. The kernel only fails that for lack of memory, but the thread
-// then refuses to spawn again rather than risk it (stuck()).
-class PidNamespaceForChildren final {
- public:
-  PidNamespaceForChildren() = default;
-  PidNamespaceForChildren(const PidNamespaceForChildren&) = delete;
-  PidNamespaceForChildren& operator=(const PidNamespaceForChildren&) = delete;
-  ~PidNamespaceForChildren() { Leave(); }
+// Set when a thread could not move back into one of the daemon's own
+// namespaces after a spawn (pid, for its children) or InNamespaceOf (uts,
+// ipc, net): the processes it spawned would be born in a cell's namespace,
+// so it spawns nothing more.
+thread_local bool thread_stuck = false;
 
-  // Enters the pid namespace of the process `pidfd` for children.
+// The daemon's own namespace of type `nstype`, opened once.
+absl::StatusOr<int> OwnNamespaceFd(int nstype) {
+  struct Own {
+    int fd;
+    int error;
+  };
+  auto open_ns = [](const char* path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return Own{fd, fd < 0 ? errno : 0};
+  };
+  const Own* own = nullptr;
+  switch (nstype) {
+    case CLONE_NEWPID: {
+      static const Own pid = open_ns("/proc/self/ns/pid");
+      own = &pid;
+      break;
+    }
+    case CLONE_NEWUTS: {
+      static const Own uts = open_ns("/proc/self/ns/uts");
+      own = &uts;
+      break;
+    }
+    case CLONE_NEWIPC: {
+      static const Own ipc = open_ns("/proc/self/ns/ipc");
+      own = &ipc;
+      break;
+    }
+    case CLONE_NEWNET: {
+      static const Own net = open_ns("/proc/self/ns/net");
+      own = &net;
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrFormat("nstype: %#x is not pid, uts, ipc or net", nstype));
+  }
+  if (own->fd < 0) {
+    return PosixError(
+        absl::StrCat("open /proc/self/ns/", NamespaceName(nstype)), own->error);
+  }
+  return own->fd;
+}
+
+// Moves the calling thread into a namespace of another process and, when
+// destroyed (or on Leave), back into the daemon's own; only this thread is
+// affected. For CLONE_NEWPID that changes the namespace of the children the
+// thread creates afterwards, not its own: to start a process inside a
+// cell's pid namespace, the spawning thread enters it for its one clone and
+// leaves it at once, so that the process is born there, as a direct child
+// of the daemon, without an intermediate process that joins and clones
+// again. While inside, the thread must create no other process or thread,
+// which Spawn guarantees.
+class ThreadInNamespace final {
+ public:
+  explicit ThreadInNamespace(int nstype) : nstype_(nstype) {}
+  ThreadInNamespace(const ThreadInNamespace&) = delete;
+  ThreadInNamespace& operator=(const ThreadInNamespace&) = delete;
+  ~ThreadInNamespace() { Leave(); }
+
+  // Enters the namespace of the process `pidfd`.
   absl::Status Enter(int pidfd) {
-    ASSIGN_OR_RETURN(int own, OwnNamespaceFd());
-    own_ = own;
-    if (sys::Setns(pidfd, CLONE_NEWPID) != 0) {
-      return PosixError("setns(pid)", errno);
+    ASSIGN_OR_RETURN(own_, OwnNamespaceFd(nstype_));
+    if (sys::Setns(pidfd, nstype_) != 0) {
+      return PosixError(absl::StrCat("setns(", NamespaceName(nstype_), ")"),
+                        errno);
     }
     inside_ = true;
     return absl::OkStatus();
   }
 
-  // Back to the daemon's own pid namespace; idempotent.
+  // Back to the daemon's own namespace; idempotent.
   void Leave() {
     if (!inside_) return;
     inside_ = false;
-    if (sys::Setns(own_, CLONE_NEWPID) != 0) {
-      stuck_ = true;
-      log::Error("spawn: cannot leave a cell's pid namespace",
-                 {{"error", PosixError("setns(pid)", errno)}});
+    if (sys::Setns(own_, nstype_) != 0) {
+      thread_stuck = true;
+      log::Error(absl::StrCat("spawn: cannot leave a cell's ",
+                              NamespaceName(nstype_), " namespace"),
+                 {{"error", PosixError("setns", errno)}});
     }
   }
 
-  static bool stuck() { return stuck_; }
-
  private:
-  // The pid namespace the daemon runs in, opened once.
-  static absl::StatusOr<int> OwnNamespaceFd() {
-    static const int fd = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
-    static const int error = fd < 0 ? errno : 0;
-    if (fd < 0) return PosixError("open /proc/self/ns/pid", error);
-    return fd;
-  }
-
-  static thread_local bool stuck_;
+  const int nstype_;
   int own_ = -1;
   bool inside_ = false;
 };
-
-thread_local bool PidNamespaceForChildren::stuck_ = false;
 
 // The signals whose disposition is not SIG_DFL in this process, from
 // /proc/self/status (SigIgn | SigCgt), as a mask with bit sig-1; all of
@@ -426,12 +461,24 @@ absl::StatusOr<std::optional<Report>> ReadReport(const UniqueFd& sock) {
 
 }  // namespace
 
+absl::Status InNamespaceOf(int pidfd, int nstype,
+                           absl::FunctionRef<absl::Status()> fn) {
+  if (nstype != CLONE_NEWUTS && nstype != CLONE_NEWIPC &&
+      nstype != CLONE_NEWNET) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("nstype: %#x is not uts, ipc or net", nstype));
+  }
+  ThreadInNamespace inside(nstype);
+  RETURN_IF_ERROR(inside.Enter(pidfd));
+  return fn();
+}
+
 absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   RETURN_IF_ERROR(Validate(request));
-  if (PidNamespaceForChildren::stuck()) {
+  if (thread_stuck) {
     return absl::InternalError(
-        "spawn: this thread could not leave a cell's pid namespace after an "
-        "earlier spawn, so it spawns nothing more");
+        "spawn: this thread could not leave a cell's namespace after an "
+        "earlier call, so it spawns nothing more");
   }
 
   // Everything the child touches is built here, before the clone.
@@ -557,7 +604,7 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   plan.argv = argv.data();
   plan.envp = envp.data();
 
-  PidNamespaceForChildren pid_namespace;
+  ThreadInNamespace pid_namespace(CLONE_NEWPID);
   if (request.join_namespaces & CLONE_NEWPID) {
     RETURN_IF_ERROR(pid_namespace.Enter(request.join_pidfd));
   }

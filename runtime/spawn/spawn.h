@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "runtime/spawn/child.h"    // IWYU pragma: export
 #include "runtime/spawn/command.h"  // IWYU pragma: export
@@ -136,6 +137,17 @@ struct SpawnRequest {
 // malformed request. Thread-safe; blocks the calling thread until then (a
 // pre_exec step or a hung cwd can make that long).
 absl::StatusOr<Child> Spawn(const SpawnRequest& request);
+
+// Runs `fn` with the calling thread in the namespace `nstype` (CLONE_NEWUTS,
+// CLONE_NEWIPC or CLONE_NEWNET: those a thread of a multi-threaded process
+// may join alone) of the process behind `pidfd`, then moves the thread
+// back to the daemon's own. Cheaper than a thread of its own for the job
+// (which costs two cross-CPU wake-ups). If moving back fails (the kernel
+// fails it only for lack of memory), the thread would give the processes
+// it spawns the cell's namespace, so from then on Spawn refuses to run on
+// it. Returns the error of setns, or else fn's.
+absl::Status InNamespaceOf(int pidfd, int nstype,
+                           absl::FunctionRef<absl::Status()> fn);
 
 }  // namespace mycel
 

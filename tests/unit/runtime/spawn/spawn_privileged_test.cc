@@ -663,5 +663,65 @@ TEST_CASE("hostname in a new UTS namespace leaves the host's alone") {
   CHECK(ReadOr("/proc/sys/kernel/hostname") == host);
 }
 
+TEST_CASE("InNamespaceOf runs in the cell's namespace and comes back") {
+  const std::string host = ReadOr("/proc/sys/kernel/hostname");
+  const std::string own = Link("/proc/thread-self/ns/uts");
+  REQUIRE(!own.empty());
+  Cell cell;
+  REQUIRE(cell.Start().ok());
+  const int pidfd = cell.init().pidfd();
+  const std::string cell_ns =
+      Link(absl::StrCat("/proc/", cell.init().pid(), "/ns/uts"));
+  REQUIRE(cell_ns != own);
+
+  std::string inside;
+  absl::Status s = InNamespaceOf(pidfd, CLONE_NEWUTS, [&] {
+    inside = Link("/proc/thread-self/ns/uts");
+    const char kName[] = "renamed";
+    if (sethostname(kName, sizeof(kName) - 1) != 0) {
+      return absl::InternalError("sethostname");
+    }
+    return absl::OkStatus();
+  });
+  REQUIRE(s.ok());
+  CHECK(inside == cell_ns);
+  // The thread is back, the host's name untouched, the cell's changed: a
+  // process that joins the cell sees it, and this thread's next child is
+  // a host one.
+  CHECK(Link("/proc/thread-self/ns/uts") == own);
+  CHECK(ReadOr("/proc/sys/kernel/hostname") == host);
+  SpawnRequest request = cell.Exec("cat /proc/sys/kernel/hostname");
+  request.join_namespaces = CLONE_NEWUTS;
+  auto joined = SpawnAndWait(request);
+  REQUIRE(joined.ok());
+  CHECK(joined->out == "renamed\n");
+  auto plain = SpawnAndWait(ShellRequest("cat /proc/sys/kernel/hostname"));
+  REQUIRE(plain.ok());
+  CHECK(plain->out == host);
+
+  // fn's error is the result, and the thread still comes back.
+  s = InNamespaceOf(pidfd, CLONE_NEWUTS,
+                    [] { return absl::AbortedError("from fn"); });
+  CHECK(s == absl::AbortedError("from fn"));
+  CHECK(Link("/proc/thread-self/ns/uts") == own);
+
+  // Only namespaces a thread may join alone.
+  s = InNamespaceOf(pidfd, CLONE_NEWNS, [] { return absl::OkStatus(); });
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+
+  // A process that is gone has no namespace to enter; fn does not run.
+  REQUIRE(cell.init().Signal(SIGKILL).ok());
+  REQUIRE(cell.init().Wait().ok());
+  bool ran = false;
+  s = InNamespaceOf(pidfd, CLONE_NEWUTS, [&] {
+    ran = true;
+    return absl::OkStatus();
+  });
+  CHECK(s.code() == absl::StatusCode::kNotFound);
+  CHECK(s.message() == "setns(uts): No such process (ESRCH)");
+  CHECK_FALSE(ran);
+  CHECK(Link("/proc/thread-self/ns/uts") == own);
+}
+
 }  // namespace
 }  // namespace mycel
