@@ -18,11 +18,14 @@ struct MountSpec {
   unsigned long flags = 0;
   std::string data;
   bool required = false;  // a failure stops the caller; otherwise it is logged
+  // Tried instead of `data` when the kernel refuses it (EINVAL), which is
+  // how a kernel that predates an option answers. Empty: no second try.
+  std::string fallback_data;
 };
 
 // The pseudo filesystems myceld mounts as PID 1, in order: /proc, /sys,
 // /dev (devtmpfs), /dev/pts, /dev/shm, /run, /tmp, /sys/fs/cgroup (cgroup2
-// with nsdelegate), /sys/kernel/tracing, /sys/fs/bpf.
+// with nsdelegate and favordynmods), /sys/kernel/tracing, /sys/fs/bpf.
 std::vector<MountSpec> SystemMounts();
 
 // One line of /proc/self/mountinfo, reduced to what we use.

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "daemon/config.h"
 #include "google/protobuf/util/json_util.h"
 #include "mycel/v1/node.pb.h"
@@ -217,6 +218,14 @@ TEST_CASE("myceld is PID 1 of the guest, serves mTLS and powers it off") {
   CHECK_MESSAGE(pooled.exit_code == 0, pooled.err);
   CHECK(pooled.out == "pooled\n0::/mycel/pooled\n0::/mycel/pooled\n50331648\n");
   CHECK(guest.Console().find("from_pool=true") != std::string::npos);
+  // PID 1 mounted cgroup2 with favordynmods (the guest kernel has it), so
+  // a start's move into its cgroup does not wait for an RCU grace period.
+  testing::CommandResult mounts = guest.Cli(
+      {"run", "--", "/bin/sh", "-c", "grep ' cgroup2 ' /proc/mounts"});
+  CHECK_MESSAGE(mounts.exit_code == 0, mounts.err);
+  CHECK(absl::StartsWith(mounts.out, "cgroup2 /sys/fs/cgroup cgroup2 "));
+  CHECK(mounts.out.find("nsdelegate") != std::string::npos);
+  CHECK(mounts.out.find("favordynmods") != std::string::npos);
   testing::CommandResult cells = guest.Cli({"-o", "json", "cell", "ls"});
   CHECK(cells.exit_code == 0);
 

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -118,6 +119,37 @@ TEST_CASE("system mounts go up under a root, skipping ones already there") {
     if (access((root + "/proc/self/stat").c_str(), R_OK) != 0) return 15;
     std::vector<std::string> uw;
     if (UnmountAllBelow(root, &uw) != 2) return 16;
+    return 0;
+  });
+  CHECK(rc == 0);
+}
+
+TEST_CASE("options the kernel refuses fall back to fallback_data") {
+  if (geteuid() != 0) {
+    MESSAGE("skipped: mounting needs root");
+    return;
+  }
+  testing::TempDir dir;
+  std::string root = dir.path();
+  int rc = InChild(CLONE_NEWNS, [&] {
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+      return 10;
+    MountSpec fallback = {
+        "tmpfs", "/fb", "tmpfs", 0, "mode=0711,nosuchopt", true, "mode=0701"};
+    MountSpec plain = {"tmpfs", "/nofb", "tmpfs", 0, "nosuchopt", false};
+    std::vector<std::string> warnings;
+    if (!MountAll(root, {fallback, plain}, &warnings).ok()) return 11;
+    struct stat st;
+    if (stat((root + "/fb").c_str(), &st) != 0) return 12;
+    if ((st.st_mode & 07777) != 0701) return 13;
+    // Without a fallback the refusal is reported, with its errno.
+    if (warnings.size() != 1 ||
+        warnings[0].find("mount tmpfs on " + root + "/nofb") != 0 ||
+        warnings[0].find("EINVAL") == std::string::npos) {
+      return 14;
+    }
+    std::vector<std::string> uw;
+    if (UnmountAllBelow(root, &uw) != 1) return 15;
     return 0;
   });
   CHECK(rc == 0);
