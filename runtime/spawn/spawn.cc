@@ -31,6 +31,7 @@
 #include "runtime/log.h"
 #include "runtime/spawn/cell_init.h"
 #include "runtime/spawn/internal/child_setup.h"
+#include "runtime/spawn/internal/clone_vm.h"
 #include "runtime/status.h"
 #include "runtime/syscalls.h"
 #include "runtime/unique_fd.h"
@@ -259,6 +260,8 @@ class ChildStack final {
   }
   // Stacks grow down: the highest address.
   void* top() const { return base_ + kTotal; }
+  // The usable part, above the guard page.
+  void* bottom() const { return base_ + kGuardBytes; }
 
  private:
   char* base_ = nullptr;
@@ -529,11 +532,13 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
       !new_user && (request.join_namespaces & CLONE_NEWUSER) == 0;
   thread_local ChildStack stack;
   if (share_memory) RETURN_IF_ERROR(stack.Ensure());
-  // clone(2) has no CLONE_INTO_CGROUP: a child that shares our memory
-  // joins its cgroup v2 by writing cgroup.procs, as for v1.
+  // A child that shares our memory is born in its cgroup v2 where CloneVm
+  // exists (see clone_vm.h); elsewhere it joins by writing cgroup.procs,
+  // as for v1, because clone(2) has no CLONE_INTO_CGROUP.
   std::vector<int> procs_fds = request.cgroup_procs_fds;
   UniqueFd v2_procs;
-  if (share_memory && request.cgroup_dir_fd >= 0) {
+  if (share_memory && !spawn_internal::kHaveCloneVm &&
+      request.cgroup_dir_fd >= 0) {
     v2_procs.reset(
         openat(request.cgroup_dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC));
     if (!v2_procs) {
@@ -615,10 +620,27 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
     // (each with a TLB shootdown) in the daemon afterwards. This thread is
     // suspended until the child execs or exits; the daemon's other threads
     // run on, and the child touches only its stack and the plan.
-    const int flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD |
+    const int flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD |
                       (request.new_namespaces & ~CLONE_NEWCGROUP);
-    ScopedBlockSignals blocked;
-    pid = clone(spawn_internal::ChildMain, stack.top(), flags, &plan, &pidfd);
+    if constexpr (spawn_internal::kHaveCloneVm) {
+      struct clone_args args;
+      memset(&args, 0, sizeof(args));
+      args.flags = static_cast<uint64_t>(flags);
+      args.pidfd = reinterpret_cast<uintptr_t>(&pidfd);
+      args.exit_signal = SIGCHLD;
+      args.stack = reinterpret_cast<uintptr_t>(stack.bottom());
+      args.stack_size = ChildStack::kStackBytes;
+      if (request.cgroup_dir_fd >= 0) {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = static_cast<uint64_t>(request.cgroup_dir_fd);
+      }
+      ScopedBlockSignals blocked;
+      pid = spawn_internal::CloneVm(&args, spawn_internal::ChildMain, &plan);
+    } else {
+      ScopedBlockSignals blocked;
+      pid = clone(spawn_internal::ChildMain, stack.top(), flags | SIGCHLD,
+                  &plan, &pidfd);
+    }
   } else {
     struct clone_args args;
     memset(&args, 0, sizeof(args));
@@ -640,7 +662,8 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   const int clone_errno = errno;
   pid_namespace.Leave();
   if (pid < 0) {
-    std::string what = share_memory ? "clone" : "clone3";
+    std::string what =
+        share_memory && !spawn_internal::kHaveCloneVm ? "clone" : "clone3";
     if (request.join_namespaces & CLONE_NEWPID) {
       // ENOMEM here means the namespace's init has exited.
       absl::StrAppend(&what, " into the pid namespace of fd ",
