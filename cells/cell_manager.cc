@@ -128,7 +128,8 @@ CellManager::CellManager(Options options, CellStore store)
       log_cap_bytes_(options.log_cap_bytes),
       num_cpus_(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))),
       store_(std::move(store)),
-      pool_size_(std::max(0, options.pool_size)) {}
+      pool_size_(std::max(0, options.pool_size)),
+      cheap_cgroup_moves_(options.cheap_cgroup_moves) {}
 
 CellManager::~CellManager() {
   // Blanks are the daemon's own; cells outlive it. A blank being made now
@@ -327,8 +328,10 @@ absl::StatusOr<mycel::v1::Cell> CellManager::CreateCell(
 bool CellManager::Poolable(const Cell& cell) const {
   // Not with a user namespace (its id maps are the cell's), a rootfs (the
   // cell's), or a cgroup namespace (rooted at the cgroup the init was in,
-  // which on v2 is not the one the cell ends up with).
+  // which on v2 is not the one the cell ends up with); on v2, not unless
+  // moving the blank's init is cheap (see Options::cheap_cgroup_moves).
   return pool_size_ > 0 && cell.ns_flags != 0 &&
+         (cgroups_->can_rename() || cheap_cgroup_moves_) &&
          (cell.ns_flags & (CLONE_NEWUSER | CLONE_NEWCGROUP)) == 0 &&
          cell.spec.rootfs().empty();
 }

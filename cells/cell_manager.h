@@ -49,6 +49,11 @@ class CellManager {
     // Blank cells kept ready for each set of namespaces that cells have
     // asked for lately (see Blank); 0 turns the pool off.
     int pool_size = 1;
+    // Moving a process into a cgroup does not wait for an RCU grace period
+    // (HostInfo::cgroup_favordynmods). Where the driver cannot rename (v2),
+    // taking a blank moves its init; without this that move costs more
+    // than making the cell afresh, so the pool is used only with it.
+    bool cheap_cgroup_moves = false;
   };
 
   // Builds the manager and adopts the cells and executables recorded in the
@@ -199,6 +204,7 @@ class CellManager {
   uint64_t deleted_serial_ ABSL_GUARDED_BY(mu_) = 0;
   // Blanks ready, and being made, by namespace flags.
   const int pool_size_;
+  const bool cheap_cgroup_moves_;
   std::map<int, std::vector<std::unique_ptr<Blank>>> pool_ ABSL_GUARDED_BY(mu_);
   std::map<int, int> pool_pending_ ABSL_GUARDED_BY(mu_);
   uint64_t pool_serial_ ABSL_GUARDED_BY(mu_) = 0;

@@ -69,6 +69,7 @@ int Info(Context& ctx, const std::vector<std::string>& args) {
       {"CGROUP MODE", CgroupModeText(info.cgroup_mode())},
       {"CGROUP V1", v1.empty() ? "-" : absl::StrJoin(v1, ",")},
       {"CGROUP V2", v2.empty() ? "-" : absl::StrJoin(v2, ",")},
+      {"FAVORDYNMODS", Yes(f.cgroup_favordynmods())},
       {"SECCOMP", Yes(f.seccomp())},
       {"BPF", Yes(f.bpf())},
       {"BTF", Yes(f.btf())},

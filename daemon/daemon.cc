@@ -226,6 +226,17 @@ void Daemon::StartCells(const HostInfo& host) {
     opts.io = &io_;
     opts.cgroups = *std::move(driver);
     if (config_.has_cell_pool()) opts.pool_size = config_.cell_pool();
+    opts.cheap_cgroup_moves = host.cgroup_favordynmods;
+    if (!host.cgroup_favordynmods && opts.cgroups->can_rename() &&
+        !host.cgroup2_mount.empty()) {
+      // cgroup v1: every executable's start moves it into its cell's cgroup.
+      log::Warn(
+          "each start of an executable waits for an RCU grace period (about "
+          "10 ms) when starts are sporadic; mounting cgroup2 with "
+          "favordynmods avoids it (see docs/performance.md)",
+          {{"remount", absl::StrCat("mount -o remount,favordynmods ",
+                                    host.cgroup2_mount)}});
+    }
     absl::StatusOr<std::unique_ptr<cells::CellManager>> m =
         cells::CellManager::Create(std::move(opts));
     if (m.ok()) {

@@ -10,6 +10,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -126,6 +127,23 @@ CgroupMode DetectCgroupMode(const std::string& cgroup_root,
   return CgroupMode::kV1;
 }
 
+bool CgroupMovesFavored(absl::string_view mountinfo) {
+  // id parent major:minor root mount-point options [optional...] - fstype
+  // source super-options
+  for (absl::string_view line : absl::StrSplit(mountinfo, '\n')) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+    auto dash = std::find(f.begin(), f.end(), "-");
+    if (dash == f.end() || f.end() - dash < 4 ||
+        (dash[1] != "cgroup2" && dash[1] != "cgroup")) {
+      continue;
+    }
+    for (absl::string_view option : absl::StrSplit(dash[3], ',')) {
+      if (option == "favordynmods") return true;
+    }
+  }
+  return false;
+}
+
 HostInfo ProbeHost(const std::string& cgroup_root) {
   HostInfo info;
   struct utsname u;
@@ -136,6 +154,8 @@ HostInfo ProbeHost(const std::string& cgroup_root) {
     info.cgroup_v1_controllers = V1Controllers();
   }
   info.cgroup_v2_controllers = V2Controllers(info.cgroup2_mount);
+  info.cgroup_favordynmods =
+      CgroupMovesFavored(ReadSmallFile("/proc/self/mountinfo"));
   info.seccomp = ProbeSeccomp();
   info.bpf = ProbeBpf();
   info.btf = access("/sys/kernel/btf/vmlinux", R_OK) == 0;

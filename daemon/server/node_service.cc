@@ -39,6 +39,7 @@ grpc::Status NodeService::GetInfo(grpc::ServerContext*,
   f->set_btf(params_.host.btf);
   f->set_kvm(params_.host.kvm);
   f->set_user_namespaces(params_.host.user_namespaces);
+  f->set_cgroup_favordynmods(params_.host.cgroup_favordynmods);
   for (const auto& c : params_.host.cgroup_v1_controllers) {
     f->add_cgroup_v1_controllers(c);
   }

@@ -153,6 +153,8 @@ class CgroupDriver {
   // On error nothing has changed.
   virtual absl::Status Rename(const std::string& from,
                               const std::string& to) = 0;
+  // Whether Rename can succeed here (v1), or always returns UNIMPLEMENTED.
+  virtual bool can_rename() const = 0;
 };
 
 // Chooses and prepares the driver for this host. `mount_root` is normally

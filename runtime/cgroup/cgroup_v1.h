@@ -91,6 +91,7 @@ class CgroupV1 final : public CgroupDriver {
   absl::StatusOr<bool> Exists(const std::string& cell) override;
   absl::StatusOr<std::vector<std::string>> List() override;
   absl::Status Rename(const std::string& from, const std::string& to) override;
+  bool can_rename() const override { return true; }
 
  private:
   // The cell's directory in each hierarchy it exists in.

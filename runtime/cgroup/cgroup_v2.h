@@ -64,6 +64,7 @@ class CgroupV2 final : public CgroupDriver {
   absl::StatusOr<bool> Exists(const std::string& cell) override;
   absl::StatusOr<std::vector<std::string>> List() override;
   absl::Status Rename(const std::string& from, const std::string& to) override;
+  bool can_rename() const override { return false; }
 
  private:
   // The cell's directory, after checking the name and that it exists.

@@ -176,6 +176,8 @@ TEST_CASE("myceld is PID 1 of the guest, serves mTLS and powers it off") {
   CHECK(info.pid() == 1);
   CHECK(info.pid1());
   CHECK(info.cgroup_mode() == mycel::v1::CGROUP_MODE_V2);
+  // PID 1 mounted cgroup2 with favordynmods, and the daemon saw it.
+  CHECK(info.features().cgroup_favordynmods());
   CHECK(info.kernel_release() == ManifestValue("kernel_release"));
   CHECK(info.state_dir() == "/var/lib/mycel");
   // The kernel boots for seconds before it runs /init, and myceld does

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "runtime/cgroup/cgroup_driver.h"
 #include "runtime/cgroup/cgroup_v1.h"
+#include "runtime/host_info.h"
 
 namespace mycel {
 namespace {
@@ -138,6 +139,28 @@ TEST_CASE("cpuset lists are checked for form and existing CPUs") {
   CHECK(Error(l) == "");
   l.cpuset_mems = "x";
   CHECK(StartsWith(Error(l), "cpuset_mems: \"x\" is not a list"));
+}
+
+TEST_CASE("favordynmods is read from the super options of cgroup mounts") {
+  constexpr char kHybrid[] =
+      "35 25 0:30 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime "
+      "shared:11 - cgroup2 cgroup2 rw,nsdelegate\n"
+      "36 25 0:31 / /sys/fs/cgroup/pids rw,relatime shared:12 - cgroup "
+      "cgroup rw,pids\n";
+  CHECK_FALSE(CgroupMovesFavored(kHybrid));
+  CHECK_FALSE(CgroupMovesFavored(""));
+  CHECK(CgroupMovesFavored(
+      "35 25 0:30 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 "
+      "rw,nsdelegate,favordynmods,memory_recursiveprot\n"));
+  // A v1 hierarchy's option counts too: the rwsem is the kernel's, shared.
+  CHECK(
+      CgroupMovesFavored("36 25 0:31 / /sys/fs/cgroup/pids rw - cgroup cgroup "
+                         "rw,pids,favordynmods\n"));
+  // Only the super options of a cgroup filesystem count.
+  CHECK_FALSE(CgroupMovesFavored(
+      "40 25 0:40 / /mnt/favordynmods rw - tmpfs favordynmods rw\n"));
+  CHECK_FALSE(CgroupMovesFavored(
+      "40 25 0:40 / /mnt rw - tmpfs tmpfs rw,favordynmods\n"));
 }
 
 }  // namespace
