@@ -533,12 +533,12 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   thread_local ChildStack stack;
   if (share_memory) RETURN_IF_ERROR(stack.Ensure());
   // A child that shares our memory is born in its cgroup v2 where CloneVm
-  // exists (see clone_vm.h); elsewhere it joins by writing cgroup.procs,
-  // as for v1, because clone(2) has no CLONE_INTO_CGROUP.
+  // works (see clone_vm.h); otherwise it joins by writing cgroup.procs, as
+  // for v1, because clone(2) has no CLONE_INTO_CGROUP.
   std::vector<int> procs_fds = request.cgroup_procs_fds;
   UniqueFd v2_procs;
-  if (share_memory && !spawn_internal::kHaveCloneVm &&
-      request.cgroup_dir_fd >= 0) {
+  auto join_v2_by_write = [&]() -> absl::Status {
+    if (request.cgroup_dir_fd < 0) return absl::OkStatus();
     v2_procs.reset(
         openat(request.cgroup_dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC));
     if (!v2_procs) {
@@ -547,6 +547,10 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
                         errno);
     }
     procs_fds.push_back(v2_procs.get());
+    return absl::OkStatus();
+  };
+  if (share_memory && !spawn_internal::kHaveCloneVm) {
+    RETURN_IF_ERROR(join_v2_by_write());
   }
 
   ChildPlan plan;
@@ -615,6 +619,7 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   }
   int pidfd = -1;
   long pid;
+  bool used_clone3 = !share_memory;
   if (share_memory) {
     // As posix_spawn: no page tables to copy, and no copy-on-write faults
     // (each with a TLB shootdown) in the daemon afterwards. This thread is
@@ -622,6 +627,8 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
     // run on, and the child touches only its stack and the plan.
     const int flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD |
                       (request.new_namespaces & ~CLONE_NEWCGROUP);
+    pid = -1;
+    errno = ENOSYS;
     if constexpr (spawn_internal::kHaveCloneVm) {
       struct clone_args args;
       memset(&args, 0, sizeof(args));
@@ -636,7 +643,17 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
       }
       ScopedBlockSignals blocked;
       pid = spawn_internal::CloneVm(&args, spawn_internal::ChildMain, &plan);
-    } else {
+      used_clone3 = pid >= 0 || errno != ENOSYS;
+      if (!used_clone3) {
+        // No clone3 here: a seccomp filter that hides it (Docker's default
+        // profile answers ENOSYS), or a kernel before 5.3.
+        absl::Status joined = join_v2_by_write();
+        if (!joined.ok()) return joined;
+        plan.cgroup_procs_fds = procs_fds.data();
+        plan.cgroup_procs_count = procs_fds.size();
+      }
+    }
+    if (!used_clone3) {
       ScopedBlockSignals blocked;
       pid = clone(spawn_internal::ChildMain, stack.top(), flags | SIGCHLD,
                   &plan, &pidfd);
@@ -662,8 +679,7 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   const int clone_errno = errno;
   pid_namespace.Leave();
   if (pid < 0) {
-    std::string what =
-        share_memory && !spawn_internal::kHaveCloneVm ? "clone" : "clone3";
+    std::string what = used_clone3 ? "clone3" : "clone";
     if (request.join_namespaces & CLONE_NEWPID) {
       // ENOMEM here means the namespace's init has exited.
       absl::StrAppend(&what, " into the pid namespace of fd ",

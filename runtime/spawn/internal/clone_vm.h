@@ -17,8 +17,10 @@
 
 namespace mycel::spawn_internal {
 
-// Whether CloneVm exists on this architecture (x86_64). Elsewhere Spawn
-// uses glibc's clone(2) and joins v2 cgroups by cgroup.procs.
+// Whether CloneVm exists on this architecture (x86_64). Elsewhere, and
+// where clone3 answers ENOSYS (a kernel before 5.3, or a seccomp filter
+// such as Docker's default profile), Spawn uses glibc's clone(2) and the
+// child joins its v2 cgroup by writing cgroup.procs.
 #if defined(__x86_64__)
 inline constexpr bool kHaveCloneVm = true;
 #else

@@ -3,18 +3,23 @@
 // cannot do what it needs.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <linux/magic.h>
 #include <linux/nsfs.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -650,6 +655,47 @@ TEST_CASE("cgroup v2: the child is born in the cgroup (CLONE_INTO_CGROUP)") {
   REQUIRE(born.ok());
   // The pid is the cgroup's own, so it is in no ancestor's relative path.
   CHECK(absl::EndsWith(born->out, absl::StrCat("/", name, "\n")));
+
+  // Where clone3 is hidden (Docker's default seccomp profile answers
+  // ENOSYS), Spawn falls back to clone(2) and the child joins the cgroup
+  // by writing its cgroup.procs: it ends up there all the same, and a
+  // cgroup fd that is not one fails at that open instead of in clone3.
+  // In a child process, so that the filter stays there.
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    struct sock_filter hide_clone3[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {4, hide_clone3};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+      _exit(10);
+    }
+    if (syscall(__NR_clone3, nullptr, 0) != -1 || errno != ENOSYS) _exit(11);
+    auto joined = SpawnAndWait(request);
+    if (!joined.ok()) _exit(12);
+    if (!absl::EndsWith(joined->out, absl::StrCat("/", name, "\n"))) {
+      _exit(13);
+    }
+    UniqueFd not_a_cgroup(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    request.cgroup_dir_fd = not_a_cgroup.get();
+    auto bad = Spawn(request);
+    if (bad.ok() || !absl::StartsWith(bad.status().message(),
+                                      absl::StrCat("open cgroup.procs of "
+                                                   "cgroup fd ",
+                                                   not_a_cgroup.get(), ": "))) {
+      _exit(14);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("hostname in a new UTS namespace leaves the host's alone") {
