@@ -227,9 +227,10 @@ void Daemon::StartCells(const HostInfo& host) {
     opts.cgroups = *std::move(driver);
     if (config_.has_cell_pool()) opts.pool_size = config_.cell_pool();
     opts.cheap_cgroup_moves = host.cgroup_favordynmods;
-    if (!host.cgroup_favordynmods && opts.cgroups->can_rename() &&
-        !host.cgroup2_mount.empty()) {
-      // cgroup v1: every executable's start moves it into its cell's cgroup.
+    const bool v1 = host.cgroup_mode == CgroupMode::kV1 ||
+                    host.cgroup_mode == CgroupMode::kHybrid;
+    if (v1 && !host.cgroup_favordynmods && !host.cgroup2_mount.empty()) {
+      // Every executable's start moves it into its cell's v1 cgroups.
       log::Warn(
           "each start of an executable waits for an RCU grace period (about "
           "10 ms) when starts are sporadic; mounting cgroup2 with "

@@ -95,8 +95,10 @@ absl::Status MountAll(const std::string& root,
     };
     if (s.ok() && mount_with(spec.data) != 0) {
       int error = errno;
-      if (error != EINVAL || spec.fallback_data.empty() ||
-          mount_with(spec.fallback_data) != 0) {
+      if (error == EINVAL && !spec.fallback_data.empty()) {
+        error = mount_with(spec.fallback_data) == 0 ? 0 : errno;
+      }
+      if (error != 0) {
         s = PosixError(absl::StrCat("mount ", spec.fstype, " on ", target),
                        error);
       }

@@ -88,6 +88,7 @@ class Store {
   // statement is reset, and its bindings cleared, after `fn`. `sql` must be
   // a fixed text, never one built from data: the cache keeps one statement
   // per distinct text, for the life of the store. `fn` returns absl::Status.
+  // Not from inside Locked or Transaction: the lock is not reentrant.
   template <typename Fn>
   absl::Status WithStatement(absl::string_view sql, Fn&& fn)
       ABSL_LOCKS_EXCLUDED(mu_) {

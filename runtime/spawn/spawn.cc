@@ -618,7 +618,7 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
     RETURN_IF_ERROR(pid_namespace.Enter(request.join_pidfd));
   }
   int pidfd = -1;
-  long pid;
+  long pid = -1;
   bool used_clone3 = !share_memory;
   if (share_memory) {
     // As posix_spawn: no page tables to copy, and no copy-on-write faults
@@ -627,8 +627,6 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
     // run on, and the child touches only its stack and the plan.
     const int flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD |
                       (request.new_namespaces & ~CLONE_NEWCGROUP);
-    pid = -1;
-    errno = ENOSYS;
     if constexpr (spawn_internal::kHaveCloneVm) {
       struct clone_args args;
       memset(&args, 0, sizeof(args));
