@@ -38,6 +38,10 @@ constexpr char kPoolCgroupPrefix[] = ".pool-";
 // Namespace sets the pool keeps blanks for, at most: a node whose cells ask
 // for many different sets gets blanks for the first ones only.
 constexpr size_t kMaxPoolShapes = 4;
+// An adopted process that exited is reaped by its parent (the host's init,
+// or a subreaper), not by us; its status is polled for this long.
+constexpr int kAdoptedExitPolls = 200;
+constexpr absl::Duration kAdoptedExitPollInterval = absl::Milliseconds(10);
 
 // Sets the hostname in the UTS namespace of the process behind `pidfd`.
 absl::Status SetHostnameOf(int pidfd, const std::string& hostname) {
@@ -761,7 +765,8 @@ void CellManager::HandleExit(const std::string& cname, const std::string& ename,
   auto& st = exe->status;
   bool clean = false;
   if (exit == nullptr) {
-    // An adopted process ended: it is not our child, so its status is lost.
+    // An adopted process ended, and the kernel could not tell how (see
+    // CollectAdoptedExit).
     st.set_exit_status_unknown(true);
     st.set_message("exited after myceld adopted it; exit status unknown");
   } else if (exit->exited()) {
@@ -841,9 +846,34 @@ void CellManager::WatchAdopted(const std::string& cname,
     sd->async_wait(
         boost::asio::posix::stream_descriptor::wait_read,
         [this, sd, cname, ename, generation](const boost::system::error_code&) {
-          OnExit(cname, ename, generation, nullptr);
+          // The pidfd stays open until the exit status is read through it.
+          CollectAdoptedExit(cname, ename, generation,
+                             std::make_shared<UniqueFd>(sd->release()), 0);
         });
   });
+}
+
+void CellManager::CollectAdoptedExit(const std::string& cname,
+                                     const std::string& ename,
+                                     uint64_t generation,
+                                     std::shared_ptr<UniqueFd> pidfd,
+                                     int attempt) {
+  absl::StatusOr<ExitStatus> s = ReapedExitStatus(pidfd->get());
+  if (absl::IsUnavailable(s.status()) && attempt < kAdoptedExitPolls) {
+    RunAfter(kAdoptedExitPollInterval,
+             [this, cname, ename, generation, pidfd, attempt] {
+               CollectAdoptedExit(cname, ename, generation, pidfd, attempt + 1);
+             });
+    return;
+  }
+  if (!s.ok() || (!s->exited && !s->signaled)) {
+    OnExit(cname, ename, generation, nullptr);
+    return;
+  }
+  ChildExit exit;
+  exit.code = s->exited ? CLD_EXITED : s->core_dumped ? CLD_DUMPED : CLD_KILLED;
+  exit.status = s->exited ? s->code : s->signal;
+  OnExit(cname, ename, generation, &exit);
 }
 
 absl::StatusOr<mycel::v1::Executable> CellManager::Stop(
@@ -1115,6 +1145,9 @@ absl::Status CellManager::Recover() {
       if (child.ok() && !IsZombie(child->pid())) {
         raw->child.emplace(*std::move(child));
         raw->adopted = true;
+        absl::StatusOr<uint64_t> oom_kills =
+            cgroups_->OomKills(cell->spec.name());
+        raw->oom_baseline = oom_kills.ok() ? *oom_kills : 0;
         raw->started = absl::Now();
         uint64_t gen = ++raw->generation;
         WatchAdopted(cell->spec.name(), raw->spec.name(), gen,

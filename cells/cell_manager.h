@@ -173,6 +173,13 @@ class CellManager {
   void OnInitExit(const std::string& cell, pid_t pid) ABSL_LOCKS_EXCLUDED(mu_);
   void WatchAdopted(const std::string& cell, const std::string& name,
                     uint64_t generation, int pidfd);
+  // For an adopted process that has exited: reads its status through its
+  // pidfd once its parent has reaped it (Linux 6.15; polled), and hands it
+  // to OnExit; where the kernel cannot tell, or it is not reaped in time,
+  // the exit is recorded with its status unknown.
+  void CollectAdoptedExit(const std::string& cell, const std::string& name,
+                          uint64_t generation, std::shared_ptr<UniqueFd> pidfd,
+                          int attempt) ABSL_LOCKS_EXCLUDED(mu_);
   void Persist(const Exe& exe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Kills what is left in a cgroup no cell uses any more (a deleted cell's,
   // renamed; a blank's) and removes it; failures are logged (the cell is

@@ -100,6 +100,14 @@ namespace spawn_internal {
 absl::StatusOr<UniqueFd> OpenMountNamespaceFromProc(pid_t pid, int pidfd);
 }  // namespace spawn_internal
 
+// How a process that is not the caller's child ended, once its parent has
+// reaped it: read through `pidfd`, opened while the process still existed,
+// with PIDFD_GET_INFO and PIDFD_INFO_EXIT (Linux 6.15). An adopted
+// executable's exit is known this way although myceld is not its parent.
+// UNAVAILABLE while the process runs or waits to be reaped; UNIMPLEMENTED
+// where the kernel keeps no exit status for pidfds.
+absl::StatusOr<ExitStatus> ReapedExitStatus(int pidfd);
+
 // Reads field 22 (starttime) of /proc/PID/stat. NOT_FOUND if the process
 // does not exist.
 absl::StatusOr<uint64_t> ProcessStartTime(pid_t pid);

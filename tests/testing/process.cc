@@ -8,9 +8,11 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -112,6 +114,16 @@ std::string Binary(const std::string& name) {
   if (name == "myceld") return std::string(MYCEL_BINARY_DIR) + "/daemon/myceld";
   if (name == "mycel") return std::string(MYCEL_BINARY_DIR) + "/cli/mycel";
   return std::string(MYCEL_BINARY_DIR) + "/" + name;
+}
+
+bool KernelAtLeast(int major, int minor) {
+  struct utsname u;
+  int have_major = 0, have_minor = 0;
+  if (uname(&u) != 0 ||
+      sscanf(u.release, "%d.%d", &have_major, &have_minor) != 2) {
+    return false;
+  }
+  return have_major > major || (have_major == major && have_minor >= minor);
 }
 
 DaemonProcess::DaemonProcess(std::string dir, std::vector<std::string> extra)

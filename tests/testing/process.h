@@ -41,6 +41,9 @@ class TempDir {
 // Path of a built binary: Binary("myceld"), Binary("mycel").
 std::string Binary(const std::string& name);
 
+// Whether the running kernel's release (uname -r) is at least major.minor.
+bool KernelAtLeast(int major, int minor);
+
 // One myceld process. Its stderr goes to <dir>/myceld.log.
 class DaemonProcess {
  public:

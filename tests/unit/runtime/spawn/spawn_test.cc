@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -367,6 +368,48 @@ TEST_CASE("ReleasePidfd hands the descriptor over") {
   siginfo_t info = {};
   REQUIRE(waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED) == 0);
   CHECK(info.si_status == 0);
+}
+
+// PIDFD_INFO_EXIT: a reaped process's exit status is kept for its pidfds.
+bool KernelKeepsExitStatus() { return testing::KernelAtLeast(6, 15); }
+
+TEST_CASE("ReapedExitStatus: unavailable until reaped, then the status") {
+  struct Case {
+    const char* script;
+    bool exited;
+    int value;  // the exit code, or the signal
+  };
+  for (const Case& c :
+       {Case{"exit 7", true, 7}, Case{"kill -TERM $$", false, SIGTERM}}) {
+    const std::string script = c.script;
+    const bool exited = c.exited;
+    const int value = c.value;
+    CAPTURE(script);
+    auto child = Spawn(ShellRequest(script));
+    REQUIRE(child.ok());
+    // Exited (its pidfd turns readable) but not reaped: a zombie.
+    pollfd exited_fd = {child->pidfd(), POLLIN, 0};
+    REQUIRE(poll(&exited_fd, 1, 10000) == 1);
+    CHECK(ReapedExitStatus(child->pidfd()).status().code() ==
+          absl::StatusCode::kUnavailable);
+    REQUIRE(child->Wait().ok());
+    absl::StatusOr<ExitStatus> status = ReapedExitStatus(child->pidfd());
+    if (!KernelKeepsExitStatus()) {
+      CHECK(status.status().code() == absl::StatusCode::kUnimplemented);
+      continue;
+    }
+    REQUIRE(status.ok());
+    CHECK(status->exited == exited);
+    CHECK(status->signaled == !exited);
+    CHECK((exited ? status->code : status->signal) == value);
+  }
+  // A process that still runs has no exit status yet.
+  auto running = Spawn(Command({"/bin/sleep", "30"}));
+  REQUIRE(running.ok());
+  CHECK(ReapedExitStatus(running->pidfd()).status().code() ==
+        absl::StatusCode::kUnavailable);
+  REQUIRE(running->Signal(SIGKILL).ok());
+  REQUIRE(running->Wait().ok());
 }
 
 TEST_CASE("malformed requests are INVALID_ARGUMENT naming the field") {
