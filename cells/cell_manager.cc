@@ -361,22 +361,26 @@ absl::StatusOr<bool> CellManager::TakeBlank(Cell* cell) {
   }
   // v1 renames the blank's cgroup; v2 cannot, so there the cell gets a new
   // cgroup and the init moves into it.
-  absl::Status s = cgroups_->Rename(blank->cgroup, name);
-  if (absl::IsUnimplemented(s)) {
+  const bool rename = cgroups_->can_rename();
+  absl::Status s;
+  if (rename) {
+    s = cgroups_->Rename(blank->cgroup, name);
+  } else {
     s = cgroups_->Create(name, {});
     if (s.ok()) {
       s = cgroups_->AddProcess(name, pid);
       if (!s.ok()) cgroups_->Destroy(name).IgnoreError();
     }
-    if (s.ok()) {
-      background_.Post([this, cg = blank->cgroup] { RemoveCgroup(cg); });
-    }
+  }
+  // The blank's cgroup is left behind empty (v2), or with its init if the
+  // cell could not take it.
+  if (!rename || !s.ok()) {
+    background_.Post([this, cg = blank->cgroup] { RemoveCgroup(cg); });
   }
   if (!s.ok()) {
     // Made from scratch instead (which also clears a cgroup of that name
     // that a crash left).
     log::Warn("cannot use a pooled cell", {{"cell", name}, {"error", s}});
-    background_.Post([this, cg = blank->cgroup] { RemoveCgroup(cg); });
     return false;
   }
   s = Annotate(cgroups_->ApplyToNew(name, cell->limits), "limits");
@@ -507,15 +511,18 @@ absl::Status CellManager::DeleteCell(const std::string& name, bool force) {
     // a delete's time. The ".deleted-" name cannot be a cell's, and a
     // restarted daemon removes what a crash left behind (Recover).
     // Otherwise, and if the rename fails, it is done here.
-    std::string doomed = absl::StrCat(kDeletedCgroupPrefix, name, "-", getpid(),
-                                      "-", ++deleted_serial_);
-    absl::Status s = cgroups_->Rename(name, doomed);
-    if (s.ok()) {
+    std::string doomed;
+    if (cgroups_->can_rename()) {
+      doomed = absl::StrCat(kDeletedCgroupPrefix, name, "-", getpid(), "-",
+                            ++deleted_serial_);
+      if (!cgroups_->Rename(name, doomed).ok()) doomed.clear();
+    }
+    if (!doomed.empty()) {
       background_.Post([this, doomed] { RemoveCgroup(doomed); });
     } else {
       // A cgroup that is already gone (removed by hand, or lost with a host
       // reboot) must not keep the cell from being deleted.
-      s = cgroups_->KillAll(name);
+      absl::Status s = cgroups_->KillAll(name);
       if (s.ok()) s = cgroups_->Destroy(name);
       if (!s.ok() && s.code() != absl::StatusCode::kNotFound) return s;
     }

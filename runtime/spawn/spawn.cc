@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <optional>
 #include <string>
 #include <utility>
@@ -273,47 +274,36 @@ class ChildStack final {
 // so it spawns nothing more.
 thread_local bool thread_stuck = false;
 
-// The daemon's own namespace of type `nstype`, opened once.
+// The daemon's own namespace of type `nstype` (pid, uts, ipc or net). All
+// four are opened once, at the first call.
 absl::StatusOr<int> OwnNamespaceFd(int nstype) {
   struct Own {
+    int nstype;
     int fd;
     int error;
   };
-  auto open_ns = [](const char* path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    return Own{fd, fd < 0 ? errno : 0};
-  };
-  const Own* own = nullptr;
-  switch (nstype) {
-    case CLONE_NEWPID: {
-      static const Own pid = open_ns("/proc/self/ns/pid");
-      own = &pid;
-      break;
+  static const std::array<Own, 4> owns = [] {
+    std::array<Own, 4> a = {Own{CLONE_NEWPID}, Own{CLONE_NEWUTS},
+                            Own{CLONE_NEWIPC}, Own{CLONE_NEWNET}};
+    for (Own& own : a) {
+      std::string path =
+          absl::StrCat("/proc/self/ns/", NamespaceName(own.nstype));
+      own.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      own.error = own.fd < 0 ? errno : 0;
     }
-    case CLONE_NEWUTS: {
-      static const Own uts = open_ns("/proc/self/ns/uts");
-      own = &uts;
-      break;
+    return a;
+  }();
+  for (const Own& own : owns) {
+    if (own.nstype != nstype) continue;
+    if (own.fd < 0) {
+      return PosixError(
+          absl::StrCat("open /proc/self/ns/", NamespaceName(nstype)),
+          own.error);
     }
-    case CLONE_NEWIPC: {
-      static const Own ipc = open_ns("/proc/self/ns/ipc");
-      own = &ipc;
-      break;
-    }
-    case CLONE_NEWNET: {
-      static const Own net = open_ns("/proc/self/ns/net");
-      own = &net;
-      break;
-    }
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrFormat("nstype: %#x is not pid, uts, ipc or net", nstype));
+    return own.fd;
   }
-  if (own->fd < 0) {
-    return PosixError(
-        absl::StrCat("open /proc/self/ns/", NamespaceName(nstype)), own->error);
-  }
-  return own->fd;
+  return absl::InvalidArgumentError(
+      absl::StrFormat("nstype: %#x is not pid, uts, ipc or net", nstype));
 }
 
 // Moves the calling thread into a namespace of another process and, when

@@ -32,6 +32,18 @@ int InChild(int flags, Fn fn) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// InChild in a new mount namespace whose mounts do not propagate back to
+// the host's (exit code 10 if / cannot be made private).
+template <typename Fn>
+int InPrivateMountNamespace(Fn fn) {
+  return InChild(CLONE_NEWNS, [&] {
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      return 10;
+    }
+    return fn();
+  });
+}
+
 TEST_CASE("module parameters come from NAME.param words, as modprobe does") {
   std::string cmdline =
       "console=ttyS0 virtio_mmio.device=4K@0xfeb00e00:12 quiet "
@@ -96,9 +108,7 @@ TEST_CASE("system mounts go up under a root, skipping ones already there") {
   }
   testing::TempDir dir;
   std::string root = dir.path();
-  int rc = InChild(CLONE_NEWNS, [&] {
-    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-      return 10;
+  int rc = InPrivateMountNamespace([&] {
     std::vector<MountSpec> specs = {
         {"tmpfs", "/run", "tmpfs", MS_NOSUID, "mode=0755", true},
         {"proc", "/proc", "proc", MS_NOSUID, "", true},
@@ -131,9 +141,7 @@ TEST_CASE("options the kernel refuses fall back to fallback_data") {
   }
   testing::TempDir dir;
   std::string root = dir.path();
-  int rc = InChild(CLONE_NEWNS, [&] {
-    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-      return 10;
+  int rc = InPrivateMountNamespace([&] {
     MountSpec fallback = {
         "tmpfs", "/fb", "tmpfs", 0, "mode=0711,nosuchopt", true, "mode=0701"};
     MountSpec plain = {"tmpfs", "/nofb", "tmpfs", 0, "nosuchopt", false};
@@ -162,8 +170,7 @@ TEST_CASE("a required mount that fails is an error naming the target") {
   }
   testing::TempDir dir;
   std::string root = dir.path();
-  int rc = InChild(CLONE_NEWNS, [&] {
-    mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr);
+  int rc = InPrivateMountNamespace([&] {
     std::vector<std::string> warnings;
     absl::Status s =
         MountAll(root, {{"x", "/a", "nosuchfs", 0, "", true}}, &warnings);
