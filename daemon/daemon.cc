@@ -13,11 +13,13 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "daemon/config.h"
 #include "runtime/fs.h"
 #include "runtime/host_info.h"
 #include "runtime/log.h"
+#include "runtime/signals.h"
 #include "runtime/status.h"
 
 namespace mycel {
@@ -44,11 +46,35 @@ std::vector<SignalMeaning> StopSignals() {
   return {
       {SIGINT, "SIGINT", SHUTDOWN_MODE_REBOOT},  // ctrl-alt-del
       {SIGTERM, "SIGTERM", SHUTDOWN_MODE_POWEROFF},
+      {SIGQUIT, "SIGQUIT", SHUTDOWN_MODE_POWEROFF},
       {SIGPWR, "SIGPWR", SHUTDOWN_MODE_POWEROFF},
       {SIGRTMIN + 3, "SIGRTMIN+3", SHUTDOWN_MODE_HALT},
       {SIGRTMIN + 4, "SIGRTMIN+4", SHUTDOWN_MODE_POWEROFF},
       {SIGRTMIN + 5, "SIGRTMIN+5", SHUTDOWN_MODE_REBOOT},
   };
+}
+
+// Signals whose default action would end or stop the daemon and that mean
+// nothing to it: each arrival is logged and otherwise ignored (see
+// docs/pid1.md, "Signals"). Handled rather than SIG_IGN, so that the
+// processes the daemon starts do not inherit an ignored disposition.
+std::vector<int> IgnoredSignals() {
+  std::vector<int> out = {SIGUSR2, SIGALRM,   SIGVTALRM, SIGPROF,
+                          SIGIO,   SIGSTKFLT, SIGXCPU,   SIGXFSZ,
+                          SIGTSTP, SIGTTIN,   SIGTTOU};
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) {
+    if (sig < SIGRTMIN + 3 || sig > SIGRTMIN + 5) out.push_back(sig);
+  }
+  return out;
+}
+
+std::string SignalName(int sig) {
+  if (sig >= SIGRTMIN && sig <= SIGRTMAX) {
+    return absl::StrCat("SIGRTMIN+", sig - SIGRTMIN);
+  }
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? absl::StrCat("SIG", abbrev)
+                           : absl::StrCat("signal ", sig);
 }
 
 }  // namespace
@@ -68,7 +94,9 @@ Daemon::Daemon(mycel::v1::DaemonConfig config, InitRole role,
   // poweroff request is honoured even in safe mode.
   signals_.add(SIGCHLD);
   signals_.add(SIGHUP);
+  signals_.add(SIGUSR1);
   for (const SignalMeaning& m : StopSignals()) signals_.add(m.sig);
+  for (int sig : IgnoredSignals()) signals_.add(sig);
   ArmSignals();
 }
 
@@ -79,6 +107,25 @@ Daemon::~Daemon() {
 absl::Status Daemon::PrepareStateDir() {
   const std::string& dir = config_.state_dir();
   RETURN_IF_ERROR(Annotate(MakeDirs(dir, 0700), "state_dir"));
+  // The state directory holds the database (executables' environments,
+  // and later the mesh's keys) and every workload's output: the daemon's
+  // alone. A directory someone else owns could be swapped under us.
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    return PosixError(absl::StrCat("state_dir: stat ", dir), errno);
+  }
+  if (st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state_dir: ", dir, " is owned by uid ", st.st_uid, "; myceld (uid ",
+        geteuid(), ") must own its state directory"));
+  }
+  absl::StatusOr<bool> tightened = TightenMode(dir, 0700);
+  RETURN_IF_ERROR(Annotate(tightened.status(), "state_dir"));
+  if (*tightened) {
+    log::Warn("state directory was open to others; now 0700",
+              {{"state_dir", dir},
+               {"was", absl::StrFormat("%04o", st.st_mode & 07777)}});
+  }
   // Listing the directory proves it is readable; taking the lock (which
   // creates a file) proves it is writable.
   DIR* d = opendir(dir.c_str());
@@ -192,16 +239,7 @@ absl::Status Daemon::Start() {
   RETURN_IF_ERROR(PrepareStateDir());
   std::string db_path = config_.state_dir() + "/mycel.db";
   ASSIGN_OR_RETURN(store_, store::Store::Open(db_path));
-  RETURN_IF_ERROR(store_->Transaction([&](sqlite3* db) -> absl::Status {
-    ASSIGN_OR_RETURN(store::Stmt stmt,
-                     store::Stmt::Prepare(db,
-                                          "INSERT INTO boots(started_at, "
-                                          "version, pid) VALUES(?, ?, ?)"));
-    stmt.Bind(1, absl::ToUnixSeconds(started_))
-        .Bind(2, absl::string_view(MYCEL_VERSION))
-        .Bind(3, static_cast<int64_t>(getpid()));
-    return stmt.Run();
-  }));
+  RETURN_IF_ERROR(store_->RecordBoot(started_, MYCEL_VERSION, getpid()));
   RETURN_IF_ERROR(PrepareSocket());
   HostInfo host = ProbeHost();
   StartCells(host);
@@ -279,6 +317,10 @@ void Daemon::OnSignal(int sig) {
     log::Info("SIGHUP ignored (nothing to reload)");
     return;
   }
+  if (sig == SIGUSR1) {
+    LogStatus();
+    return;
+  }
   for (const SignalMeaning& m : StopSignals()) {
     if (m.sig != sig) continue;
     // A container's init and an ordinary daemon stop; only a machine's init
@@ -286,6 +328,30 @@ void Daemon::OnSignal(int sig) {
     RequestStop(m.name, m.mode);
     return;
   }
+  log::Info("signal ignored", {{"signal", SignalName(sig)}});
+}
+
+void Daemon::LogStatus() {
+  int64_t fds = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d) != nullptr) ++fds;
+    closedir(d);
+    fds -= 3;  // ".", ".." and the directory's own descriptor
+  }
+  int64_t cells = 0, running = 0;
+  if (cells_ != nullptr) {
+    for (const mycel::v1::Cell& c : cells_->ListCells()) {
+      ++cells;
+      running += c.status().executables_running();
+    }
+  }
+  log::Info("status", {{"pid", static_cast<int64_t>(getpid())},
+                       {"uptime", absl::FormatDuration(absl::Now() - started_)},
+                       {"cells", cells},
+                       {"executables_running", running},
+                       {"orphans_reaped", reaper_.orphans_reaped()},
+                       {"open_fds", fds},
+                       {"fault_signals_ignored", IgnoredFaultSignals()}});
 }
 
 void Daemon::RequestStop(absl::string_view why, mycel::v1::ShutdownMode mode) {

@@ -61,6 +61,8 @@ class Daemon {
   void StartCells(const HostInfo& host);
   void ArmSignals();
   void OnSignal(int sig);
+  // SIGUSR1: one log line with the daemon's vital counts.
+  void LogStatus();
   void RequestStop(absl::string_view why, mycel::v1::ShutdownMode mode);
   void Stop();
 

@@ -1,6 +1,7 @@
 // myceld: the mycel node agent. It may be the host's PID 1.
 #include <fcntl.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include "daemon/daemon.h"
 #include "daemon/init/pid1.h"
 #include "runtime/log.h"
+#include "runtime/signals.h"
 
 namespace {
 
@@ -41,6 +43,11 @@ void UseKernelLog() {
 
 int main(int argc, char** argv) {
   const absl::Duration main_entered = mycel::BootClockNow();
+  // Before anything can write to a pipe or a socket whose reader is gone:
+  // such a write must fail with EPIPE, not end the daemon. The event loop
+  // takes the other signals (daemon.cc).
+  mycel::CatchAndDiscard(SIGPIPE);
+  mycel::GuardFaultSignals();
   // Debian's Abseil checks every Mutex acquisition for lock-order cycles
   // (it keeps a graph of all locks); that is a debugging aid, and it costs
   // a measurable share of each cell's lifecycle. -Wthread-safety checks the

@@ -62,4 +62,35 @@ absl::Status WriteFile(const std::string& path, absl::string_view data,
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> TightenMode(const std::string& path, mode_t allowed) {
+  // O_PATH|O_NOFOLLOW: the mode of the file itself, never of a symlink's
+  // target; fchmod needs a real descriptor, so go through /proc.
+  UniqueFd fd(open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return PosixError(absl::StrCat("open ", path), errno);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) {
+    return PosixError(absl::StrCat("stat ", path), errno);
+  }
+  if (S_ISLNK(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is a symbolic link"));
+  }
+  const mode_t perms = st.st_mode & 07777;
+  if ((perms & ~allowed) == 0) return false;
+  std::string proc = absl::StrCat("/proc/self/fd/", fd.get());
+  if (chmod(proc.c_str(), perms & allowed) != 0) {
+    return PosixError(absl::StrCat("chmod ", path), errno);
+  }
+  return true;
+}
+
+absl::Status SyncPath(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return PosixError(absl::StrCat("open ", path), errno);
+  if (fsync(fd.get()) != 0) {
+    return PosixError(absl::StrCat("fsync ", path), errno);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace mycel

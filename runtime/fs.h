@@ -21,6 +21,15 @@ absl::StatusOr<std::string> ReadFile(const std::string& path);
 absl::Status WriteFile(const std::string& path, absl::string_view data,
                        mode_t mode = 0644);
 
+// Clears the permission bits of `path` that `allowed` lacks (chmod to
+// mode & allowed), without following a symlink at `path`. Returns whether
+// the mode changed; NOT_FOUND when there is no such file.
+absl::StatusOr<bool> TightenMode(const std::string& path, mode_t allowed);
+
+// fsync(2) of a file or directory (for a directory: so that a rename or a
+// new entry in it survives a crash).
+absl::Status SyncPath(const std::string& path);
+
 }  // namespace mycel
 
 #endif  // MYCEL_RUNTIME_FS_H_

@@ -12,9 +12,15 @@ namespace mycel {
 
 // Converts an errno value into a Status whose message is
 // "<what>: <strerror> (<ERRNO-NAME>)". The code follows the errno:
-// ENOENT → NOT_FOUND, EACCES/EPERM → PERMISSION_DENIED, EEXIST →
-// ALREADY_EXISTS, EINVAL → INVALID_ARGUMENT, ENOSPC/EMFILE/ENOMEM →
-// RESOURCE_EXHAUSTED, EBUSY/EAGAIN → UNAVAILABLE, everything else INTERNAL.
+//   ENOENT, ESRCH                              → NOT_FOUND
+//   EACCES, EPERM, EROFS                       → PERMISSION_DENIED
+//   EEXIST                                     → ALREADY_EXISTS
+//   EINVAL, ENAMETOOLONG, ENOTDIR, EISDIR, E2BIG → INVALID_ARGUMENT
+//   ENOSPC, EMFILE, ENFILE, ENOMEM, EDQUOT     → RESOURCE_EXHAUSTED
+//   EBUSY, EAGAIN, ECONNREFUSED                → UNAVAILABLE
+//   ETIMEDOUT                                  → DEADLINE_EXCEEDED
+//   ENOSYS, EOPNOTSUPP                         → UNIMPLEMENTED
+//   anything else                              → INTERNAL
 absl::Status PosixError(absl::string_view what, int errnum);
 
 // The symbolic name of an errno value ("ENOENT"), or "E<number>".

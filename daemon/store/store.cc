@@ -1,10 +1,21 @@
 #include "daemon/store/store.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
+#include "runtime/fs.h"
+#include "runtime/log.h"
 #include "runtime/status.h"
+#include "runtime/unique_fd.h"
 
 namespace mycel::store {
 namespace {
+
+// The database and its WAL: the daemon's alone.
+constexpr mode_t kDatabaseMode = 0600;
 
 absl::StatusOr<int> UserVersion(sqlite3* db) {
   ASSIGN_OR_RETURN(Stmt stmt, Stmt::Prepare(db, "PRAGMA user_version"));
@@ -60,10 +71,11 @@ absl::Status Migrate(sqlite3* db, int from,
 absl::Status OpenImpl(const std::string& path, const Store::Options& options,
                       DbHandle* out_db, int* out_v) {
   sqlite3* raw = nullptr;
+  // Never SQLITE_OPEN_CREATE: an existing file that is not a database,
+  // empty ones included, must be refused rather than taken as a new one
+  // (see Store::Open, which creates new databases).
   int rc = sqlite3_open_v2(
-      path.c_str(), &raw,
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-      nullptr);
+      path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
   DbHandle db(raw);
   if (rc != SQLITE_OK) return SqliteError("open", db.get(), rc);
   // One myceld per state directory (the daemon lock) and one connection:
@@ -92,13 +104,90 @@ absl::Status OpenImpl(const std::string& path, const Store::Options& options,
   return absl::OkStatus();
 }
 
+// Makes a new database at `path`, which does not exist: built and migrated
+// under a temporary name, then renamed into place, so that `path` never
+// names a file that is not a whole database, even after a crash in the
+// middle. The file is private to the daemon (0600): it holds executables'
+// environments, which carry secrets.
+absl::Status CreateDatabase(const std::string& path,
+                            const Store::Options& options) {
+  const std::string tmp = path + ".new";
+  // Left by a crash during an earlier creation; the caller holds the state
+  // directory's lock, so no one else is making it.
+  if (unlink(tmp.c_str()) != 0 && errno != ENOENT) {
+    return PosixError(absl::StrCat("remove ", tmp), errno);
+  }
+  {
+    UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                     kDatabaseMode));
+    if (!fd) return PosixError(absl::StrCat("create ", tmp), errno);
+  }
+  {
+    DbHandle db;
+    int version = 0;
+    absl::Status s = OpenImpl(tmp, options, &db, &version);
+    if (!s.ok()) {
+      unlink(tmp.c_str());
+      return s;
+    }
+    // Closing the last connection checkpoints the WAL into the file and
+    // removes it.
+  }
+  RETURN_IF_ERROR(SyncPath(tmp));
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    return PosixError(absl::StrCat("rename ", tmp, " to ", path), errno);
+  }
+  size_t slash = path.rfind('/');
+  return SyncPath(slash == std::string::npos ? "."
+                  : slash == 0               ? "/"
+                                             : path.substr(0, slash));
+}
+
+// Clears group and other bits of the database and the files SQLite keeps
+// beside it (which it creates with the database's mode), logging each one
+// it had to change.
+absl::Status TightenDatabaseFiles(const std::string& path) {
+  for (const std::string& p : {path, path + "-wal", path + "-shm"}) {
+    absl::StatusOr<bool> changed = TightenMode(p, kDatabaseMode);
+    if (absl::IsNotFound(changed.status())) continue;
+    RETURN_IF_ERROR(changed.status());
+    if (*changed) {
+      log::Warn("state database file was readable by others; now 0600",
+                {{"path", p}});
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PrepareFile(const std::string& path,
+                         const Store::Options& options) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return PosixError(absl::StrCat("stat ", path), errno);
+    return CreateDatabase(path, options);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        "is not a regular file; refusing to use it");
+  }
+  if (st.st_size == 0) {
+    return absl::DataLossError(
+        "is empty (0 bytes), so whatever it held is gone; myceld creates a "
+        "database only where there is no file. Restore it from a backup, or "
+        "remove it to start with no state (cells that ran are forgotten, "
+        "and their cgroups and processes are left behind)");
+  }
+  return TightenDatabaseFiles(path);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
                                                    Options options) {
   DbHandle db;
   int version = 0;
-  absl::Status s = OpenImpl(path, options, &db, &version);
+  absl::Status s = PrepareFile(path, options);
+  if (s.ok()) s = OpenImpl(path, options, &db, &version);
   if (!s.ok()) return Annotate(s, absl::StrCat("state database ", path));
   return std::unique_ptr<Store>(new Store(path, std::move(db), version));
 }
@@ -122,6 +211,18 @@ absl::StatusOr<Stmt*> Store::CachedLocked(absl::string_view sql) {
 size_t Store::cached_statements() {
   absl::MutexLock lock(&mu_);
   return statements_.size();
+}
+
+absl::Status Store::RecordBoot(absl::Time started, absl::string_view version,
+                               int64_t pid) {
+  return WithStatement(
+      "INSERT INTO boots(started_at, version, pid) VALUES(?, ?, ?)",
+      [&](Stmt& st) {
+        return st.Bind(1, absl::ToUnixSeconds(started))
+            .Bind(2, version)
+            .Bind(3, pid)
+            .Run();
+      });
 }
 
 absl::StatusOr<std::string> Store::GetMeta(absl::string_view key) {

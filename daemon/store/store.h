@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "daemon/store/sqlite.h"
 
 namespace mycel::store {
@@ -41,11 +42,17 @@ class Store {
     bool integrity_check = true;
   };
 
-  // Opens (creating if needed) the database at `path` and migrates it.
+  // Opens the database at `path` and migrates it. Only where no file
+  // exists is a new database made (whole, under a temporary name, then
+  // renamed into place); an existing file that is empty or not a database
+  // is refused and left as it is. The database and the files beside it
+  // are made private (0600) when they are not, with a log line.
   // Errors name the path and what went wrong:
   //  - FAILED_PRECONDITION when the schema is newer than the binary knows
-  //    ("schema version 7 is newer than this myceld supports (3)");
-  //  - DATA_LOSS when the file is not a database or fails its check;
+  //    ("schema version 7 is newer than this myceld supports (3)"), or the
+  //    path is not a regular file;
+  //  - DATA_LOSS when the file is empty, is not a database or fails its
+  //    check;
   //  - PERMISSION_DENIED when it cannot be opened or written.
   static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
                                                      Options options);
@@ -102,6 +109,10 @@ class Store {
 
   // How many statements the cache holds (for tests).
   size_t cached_statements() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Records a start of the daemon (table boots): when, which version, pid.
+  absl::Status RecordBoot(absl::Time started, absl::string_view version,
+                          int64_t pid);
 
   // Key/value metadata (table meta).
   absl::StatusOr<std::string> GetMeta(absl::string_view key);

@@ -123,6 +123,20 @@ absl::Status Validate(const SpawnRequest& r) {
       (r.new_namespaces & CLONE_NEWUSER) == 0) {
     return Invalid("uid_map", "requires CLONE_NEWUSER in new_namespaces");
   }
+  // setresuid/setresgid/setgroups read (id_t)-1 as "leave unchanged": a
+  // child asked for it would keep the daemon's root ids.
+  constexpr uint32_t kUnchanged = static_cast<uint32_t>(-1);
+  if (r.uid.has_value() && *r.uid == kUnchanged) {
+    return Invalid("uid", "(uid_t)-1 is not an id");
+  }
+  if (r.gid.has_value() && *r.gid == kUnchanged) {
+    return Invalid("gid", "(gid_t)-1 is not an id");
+  }
+  for (gid_t g : r.supplementary_groups) {
+    if (g == kUnchanged) {
+      return Invalid("supplementary_groups", "(gid_t)-1 is not an id");
+    }
+  }
   for (int fd : {r.stdin_fd, r.stdout_fd, r.stderr_fd}) {
     if (fd < -1) return Invalid("stdio", absl::StrCat("bad fd ", fd));
   }
@@ -351,16 +365,19 @@ class ThreadInNamespace final {
   bool inside_ = false;
 };
 
-// The signals whose disposition is not SIG_DFL in this process, from
-// /proc/self/status (SigIgn | SigCgt), as a mask with bit sig-1; all of
-// them when it cannot be read, so that the child resets every signal
-// rather than miss one.
-uint64_t SignalsToReset() {
+// The signals the child must reset to SIG_DFL, from /proc/self/status, as
+// a mask with bit sig-1: the ignored ones (SigIgn), and the handled ones
+// (SigCgt) unless clone3's CLONE_CLEAR_SIGHAND resets those in the kernel
+// (`handlers_cleared`); all of them when the file cannot be read, so that
+// the child resets every signal rather than miss one.
+uint64_t SignalsToReset(bool handlers_cleared) {
   constexpr uint64_t kAll = ~uint64_t{0};
   absl::StatusOr<std::string> status = ReadFile("/proc/self/status");
   if (!status.ok()) return kAll;
   uint64_t mask = 0;
-  for (absl::string_view key : {"SigIgn:", "SigCgt:"}) {
+  std::vector<absl::string_view> keys = {"SigIgn:"};
+  if (!handlers_cleared) keys.push_back("SigCgt:");
+  for (absl::string_view key : keys) {
     uint64_t bits = 0;
     bool found = false;
     for (absl::string_view line : absl::StrSplit(*status, '\n')) {
@@ -547,7 +564,10 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   plan.sync_fd = child_end.get();
   plan.wait_for_maps = new_user;
   plan.share_memory = share_memory;
-  plan.reset_signals = SignalsToReset();
+  // Every clone3 below clears the daemon's handlers in the child
+  // (CLONE_CLEAR_SIGHAND); only clone(2), the fallback, cannot.
+  plan.reset_signals = SignalsToReset(/*handlers_cleared=*/!share_memory ||
+                                      spawn_internal::kHaveCloneVm);
   plan.join_pidfd = request.join_pidfd;
   plan.join_namespaces = request.join_namespaces & ~CLONE_NEWPID;
   plan.cgroup_procs_fds = procs_fds.data();
@@ -620,7 +640,9 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
     if constexpr (spawn_internal::kHaveCloneVm) {
       struct clone_args args;
       memset(&args, 0, sizeof(args));
-      args.flags = static_cast<uint64_t>(flags);
+      // CLONE_CLEAR_SIGHAND: no handler of the daemon's can run in a child
+      // that shares its memory, and the child need not reset each one.
+      args.flags = static_cast<uint64_t>(flags) | CLONE_CLEAR_SIGHAND;
       args.pidfd = reinterpret_cast<uintptr_t>(&pidfd);
       args.exit_signal = SIGCHLD;
       args.stack = reinterpret_cast<uintptr_t>(stack.bottom());
@@ -639,6 +661,7 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
         if (!joined.ok()) return joined;
         plan.cgroup_procs_fds = procs_fds.data();
         plan.cgroup_procs_count = procs_fds.size();
+        plan.reset_signals = SignalsToReset(/*handlers_cleared=*/false);
       }
     }
     if (!used_clone3) {

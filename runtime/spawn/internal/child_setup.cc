@@ -43,7 +43,8 @@ namespace {
 // Ignored signals (SIGPIPE in any network daemon) would stay ignored across
 // exec, and the daemon's handlers must not run here: every signal stays
 // blocked until just before execve, and by then those are SIG_DFL. Only
-// the signals the parent found ignored or handled are reset: a system call
+// the signals of plan.reset_signals are reset (those the parent ignores,
+// and those it handles where the clone did not clear them): a system call
 // is not cheap everywhere (tens of microseconds under some hypervisors), and
 // a loop over all 64 signals cost more than the rest of the child's setup.
 void ResetSignalDispositions(const ChildPlan& plan) noexcept {

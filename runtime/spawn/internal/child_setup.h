@@ -83,11 +83,12 @@ struct ChildPlan {
   // parent's thread is suspended until the child execs or exits.
   bool share_memory = false;
 
-  // Signals the parent ignores or handles (bit sig-1), which the child
-  // resets to SIG_DFL: SIG_IGN would survive execve, and a handler of the
-  // daemon's must never run in the child (with share_memory it would run
-  // on the daemon's memory) in the moment between unblocking signals and
-  // execve.
+  // Signals the child resets to SIG_DFL (bit sig-1): those the parent
+  // ignores, since SIG_IGN would survive execve, and those it handles
+  // unless the clone already reset them (clone3's CLONE_CLEAR_SIGHAND): a
+  // handler of the daemon's must never run in the child (with share_memory
+  // it would run on the daemon's memory) in the moment between unblocking
+  // signals and execve.
   uint64_t reset_signals = 0;
 
   // Joined by the child with setns, in kNamespaceOrder. Never CLONE_NEWPID:

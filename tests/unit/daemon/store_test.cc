@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/fs.h"
@@ -119,6 +120,64 @@ TEST_CASE("a file that is not a database is DATA_LOSS, not a crash") {
   CHECK(s.status().message().find(path) != absl::string_view::npos);
   CHECK(s.status().message().find("not a database") != absl::string_view::npos);
   CHECK(*ReadFile(path) == junk);  // and it was not touched
+}
+
+TEST_CASE("an empty file is refused, not taken as a new database") {
+  // A 0-byte mycel.db once made myceld start with no cells and forget the
+  // ones it ran (their cgroups were left behind).
+  testing::TempDir dir;
+  std::string path = dir.Sub("mycel.db");
+  REQUIRE(WriteFile(path, "").ok());
+  auto s = Store::Open(path);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.status().code() == absl::StatusCode::kDataLoss);
+  CHECK(s.status().message().find(path) != absl::string_view::npos);
+  CHECK(s.status().message().find("empty") != absl::string_view::npos);
+  struct stat st;
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  CHECK(st.st_size == 0);  // left as it was
+  // A directory in its place is refused too.
+  REQUIRE(unlink(path.c_str()) == 0);
+  REQUIRE(MakeDirs(path, 0700).ok());
+  CHECK(Store::Open(path).status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("a new database is private, whole, and never left half-made") {
+  testing::TempDir dir;
+  std::string path = dir.Sub("mycel.db");
+  // What a crash in the middle of an earlier creation leaves.
+  REQUIRE(WriteFile(path + ".new", "half").ok());
+  {
+    auto s = Store::Open(path);
+    REQUIRE(s.ok());
+  }
+  struct stat st;
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0600);
+  CHECK(st.st_size > 0);
+  CHECK(access((path + ".new").c_str(), F_OK) != 0);
+  // An existing database and its WAL are tightened at open.
+  REQUIRE(chmod(path.c_str(), 0644) == 0);
+  {
+    auto s = Store::Open(path);
+    REQUIRE(s.ok());
+    REQUIRE((*s)->SetMeta("k", "v").ok());  // the WAL exists now
+    REQUIRE(stat(path.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0600);
+    REQUIRE(stat((path + "-wal").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0600);
+    REQUIRE(chmod((path + "-wal").c_str(), 0666) == 0);
+  }
+  // Closing checkpoints and removes the WAL; a WAL left by a crash (here,
+  // written back by hand) is tightened as well.
+  REQUIRE(WriteFile(path + "-wal", "", 0666).ok());
+  REQUIRE(chmod((path + "-wal").c_str(), 0666) == 0);
+  auto again = Store::Open(path);
+  REQUIRE(again.ok());
+  REQUIRE(stat((path + "-wal").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0600);
+  CHECK(*(*again)->GetMeta("k") == "v");
 }
 
 TEST_CASE("a database with a damaged page fails its integrity check") {
