@@ -12,11 +12,13 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cells/names.h"
+#include "cells/spec_validation.h"
 #include "proto/proto_time.h"
 #include "runtime/fs.h"
 #include "runtime/log.h"
@@ -54,6 +56,34 @@ absl::Status SetHostnameOf(int pidfd, const std::string& hostname) {
 }
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
+
+// In a user namespace, setresuid/setresgid take only ids its maps cover;
+// say so before spawning rather than report the kernel's EINVAL.
+absl::Status CheckIdsMapped(int ns_flags, const mycel::v1::CellSpec& cell,
+                            const mycel::v1::ExecutableSpec& spec) {
+  if ((ns_flags & CLONE_NEWUSER) == 0) return absl::OkStatus();
+  struct Id {
+    const char* field;
+    bool set;
+    uint32_t id;
+    const std::string& map;
+    const char* map_field;
+  };
+  for (const Id& id :
+       {Id{"uid", spec.has_uid(), spec.uid(), cell.uid_map(), "uid_map"},
+        Id{"gid", spec.has_gid(), spec.gid(), cell.gid_map(), "gid_map"}}) {
+    if (!id.set) continue;
+    ASSIGN_OR_RETURN(
+        std::vector<IdMapRange> ranges,
+        ParseIdMap(id.map_field, id.map.empty() ? kDefaultIdMap : id.map));
+    if (!IdMapped(ranges, id.id)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          id.field, ": ", id.id, " is not mapped by the cell's ", id.map_field,
+          " (\"", id.map.empty() ? kDefaultIdMap : id.map, "\")"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<int> NamespaceFlags(const mycel::v1::CellSpec& spec) {
   int flags = 0;
@@ -131,6 +161,7 @@ CellManager::CellManager(Options options, CellStore store)
       cgroups_(std::move(options.cgroups)),
       log_cap_bytes_(options.log_cap_bytes),
       num_cpus_(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))),
+      num_memory_nodes_(PossibleMemoryNodes()),
       store_(std::move(store)),
       pool_size_(std::max(0, options.pool_size)),
       cheap_cgroup_moves_(options.cheap_cgroup_moves) {}
@@ -195,22 +226,32 @@ absl::StatusOr<std::unique_ptr<CellManager::Cell>> CellManager::Prepare(
     const mycel::v1::CellSpec& spec) {
   auto cell = std::make_unique<Cell>();
   cell->spec = spec;
-  RETURN_IF_ERROR(ValidateName("name", spec.name()));
+  RETURN_IF_ERROR(ValidateCellSpec(spec));
   ASSIGN_OR_RETURN(cell->ns_flags, NamespaceFlags(spec));
   cell->limits = ToCgroupLimits(spec.limits());
   RETURN_IF_ERROR(
-      Annotate(ValidateCgroupLimits(cell->limits, num_cpus_), "limits"));
+      Annotate(ValidateCgroupLimits(cell->limits, num_cpus_, num_memory_nodes_),
+               "limits"));
   if (!spec.rootfs().empty()) {
     if ((cell->ns_flags & CLONE_NEWNS) == 0) {
       return absl::InvalidArgumentError(
           "rootfs: needs its own mount namespace (isolate mount)");
     }
-    struct stat st;
+    struct stat st, host_root;
     if (spec.rootfs()[0] != '/' || stat(spec.rootfs().c_str(), &st) != 0 ||
         !S_ISDIR(st.st_mode)) {
       return absl::InvalidArgumentError(
           absl::StrCat("rootfs: \"", spec.rootfs(),
                        "\" is not an absolute path to a directory"));
+    }
+    // pivot_root cannot make the root its own new root, and a cell that
+    // "pivots" into the host's root would only pretend to be confined.
+    if (stat("/", &host_root) == 0 && st.st_dev == host_root.st_dev &&
+        st.st_ino == host_root.st_ino) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rootfs: \"", spec.rootfs(),
+                       "\" is the host's root directory; give the cell a "
+                       "directory of its own"));
     }
   } else if (spec.readonly_rootfs()) {
     return absl::InvalidArgumentError("readonly_rootfs: needs rootfs");
@@ -274,58 +315,65 @@ absl::Status CellManager::StartInit(Cell* cell) {
   if (!init.ok()) return Annotate(init.status(), "cell init");
   cell->init_start_time = init->start_time();
   cell->init.emplace(*std::move(init));
-  return store_.SetCellInit(name, cell->init->pid(), cell->init_start_time);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<mycel::v1::Cell> CellManager::CreateCell(
-    const mycel::v1::CellSpec& spec) {
+    const mycel::v1::CellSpec& spec, const CreateOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<Cell> cell, Prepare(spec));
+  cell->ephemeral = options.ephemeral;
   absl::MutexLock lock(&mu_);
   if (cells_.count(spec.name()) != 0) {
     return absl::AlreadyExistsError(
         absl::StrCat("cell \"", spec.name(), "\" already exists"));
   }
   cell->created_us = NowMicros();
-  // The spec is committed first; the resources follow it.
-  CellRow row;
-  row.spec = spec;
-  row.created_us = cell->created_us;
-  RETURN_IF_ERROR(store_.InsertCell(row));
+  // The cgroup and the init first, then the whole record in one write: a
+  // cell that could not be recorded (a full disk) is undone before the
+  // error is answered, and resources that a crash leaves without a record
+  // are removed when the daemon starts again (Recover).
+  bool from_pool = false;
   if (Poolable(*cell)) {
     absl::StatusOr<bool> took = TakeBlank(cell.get());
     RefillPool(cell->ns_flags);
-    if (!took.ok()) {
-      store_.DeleteCell(spec.name()).IgnoreError();  // the error below wins
-      return took.status();
+    if (!took.ok()) return took.status();
+    from_pool = *took;
+  }
+  if (!from_pool) {
+    absl::Status s = cgroups_->Create(spec.name(), cell->limits);
+    if (s.code() == absl::StatusCode::kAlreadyExists) {
+      // Left behind by a crash between creating it and recording the cell.
+      cgroups_->KillAll(spec.name()).IgnoreError();
+      s = cgroups_->Destroy(spec.name());
+      if (s.ok()) s = cgroups_->Create(spec.name(), cell->limits);
     }
-    if (*took) {
-      Cell* raw = cell.get();
-      cells_[spec.name()] = std::move(cell);
-      log::Info("cell created", {{"cell", spec.name()},
-                                 {"init_pid", raw->init->pid()},
-                                 {"from_pool", true}});
-      return ToProto(*raw);
+    if (s.ok()) {
+      s = StartInit(cell.get());
+      if (!s.ok()) cgroups_->Destroy(spec.name()).IgnoreError();
     }
+    if (!s.ok()) return s;
   }
-  absl::Status s = cgroups_->Create(spec.name(), cell->limits);
-  if (s.code() == absl::StatusCode::kAlreadyExists) {
-    // Left behind by a crash between creating it and recording the cell.
-    cgroups_->KillAll(spec.name()).IgnoreError();
-    s = cgroups_->Destroy(spec.name());
-    if (s.ok()) s = cgroups_->Create(spec.name(), cell->limits);
+  CellRow row;
+  row.spec = spec;
+  row.created_us = cell->created_us;
+  row.ephemeral = cell->ephemeral;
+  if (cell->init.has_value()) {
+    row.init_pid = cell->init->pid();
+    row.init_start_time = cell->init_start_time;
   }
-  if (s.ok()) {
-    s = StartInit(cell.get());
-    if (!s.ok()) cgroups_->Destroy(spec.name()).IgnoreError();
-  }
-  if (!s.ok()) {
-    store_.DeleteCell(spec.name()).IgnoreError();  // the error below wins
-    return s;
+  if (absl::Status s = store_.InsertCell(row); !s.ok()) {
+    if (cell->init.has_value()) {
+      reaper_->Unwatch(cell->init->pid());
+      cell->init->Signal(SIGKILL).IgnoreError();
+    }
+    RemoveCgroup(spec.name());
+    return Annotate(s, "record the cell");
   }
   Cell* raw = cell.get();
   cells_[spec.name()] = std::move(cell);
   log::Info("cell created", {{"cell", spec.name()},
-                             {"init_pid", raw->init ? raw->init->pid() : 0}});
+                             {"init_pid", raw->init ? raw->init->pid() : 0},
+                             {"from_pool", from_pool}});
   return ToProto(*raw);
 }
 
@@ -394,9 +442,7 @@ absl::StatusOr<bool> CellManager::TakeBlank(Cell* cell) {
   if (s.ok()) {
     cell->init_start_time = blank->init->start_time();
     cell->init.emplace(*std::move(blank->init));
-    s = store_.SetCellInit(name, pid, cell->init_start_time);
-    if (s.ok()) return true;
-    cell->init.reset();
+    return true;
   }
   reaper_->Unwatch(pid);
   RemoveCgroup(name);
@@ -486,7 +532,7 @@ absl::Status CellManager::DeleteCell(const std::string& name, bool force) {
           " running executable(s); stop them first, or delete with force"));
     }
     for (auto& [n, exe] : cell->exes) {
-      ++exe->generation;  // cancels pending restarts and exit handling
+      exe->generation = NextGeneration();  // cancels pending restarts and exits
       if (exe->child.has_value()) {
         exe->child->Signal(SIGKILL).IgnoreError();  // it may be gone already
         to_unwatch.push_back(exe->child->pid());
@@ -601,7 +647,7 @@ absl::StatusOr<mycel::v1::CellStats> CellManager::Stats(
   return out;
 }
 
-void CellManager::Persist(const Exe& exe) {
+absl::Status CellManager::Persist(const Exe& exe) {
   ExecutableRow row;
   row.spec = exe.spec;
   row.status = exe.status;
@@ -612,6 +658,7 @@ void CellManager::Persist(const Exe& exe) {
         "cannot record executable status",
         {{"cell", exe.spec.cell()}, {"exe", exe.spec.name()}, {"error", s}});
   }
+  return s;
 }
 
 absl::Status CellManager::Launch(Cell* cell, Exe* exe,
@@ -656,7 +703,7 @@ absl::Status CellManager::Launch(Cell* cell, Exe* exe,
 
   absl::StatusOr<uint64_t> before = cgroups_->OomKills(cell->spec.name());
   exe->oom_baseline = before.ok() ? *before : 0;
-  uint64_t generation = ++exe->generation;
+  const uint64_t generation = exe->generation = NextGeneration();
   std::string cname = cell->spec.name(), ename = exe->spec.name();
   absl::StatusOr<Child> child =
       reaper_->Spawning([&]() -> absl::StatusOr<Child> {
@@ -685,37 +732,43 @@ absl::Status CellManager::Launch(Cell* cell, Exe* exe,
   exe->status.clear_message();
   mycel::ToProto(exe->started, exe->status.mutable_started_at());
   exe->child.emplace(*std::move(child));
+  // The run is acknowledged only once it is recorded: a process the store
+  // does not know would outlive a restart unadopted and unsupervised. On a
+  // full disk, say, it is killed and the caller gets the store's error.
+  if (absl::Status recorded = Persist(*exe); !recorded.ok()) {
+    KillUnrecorded(&*exe->child);
+    exe->child.reset();
+    exe->generation = NextGeneration();  // its exit is nobody's business
+    exe->status.set_state(mycel::v1::EXECUTABLE_STATE_FAILED);
+    exe->status.set_message(
+        absl::StrCat("could not be recorded: ", recorded.message()));
+    return Annotate(recorded, "record the started executable");
+  }
   exe->history.starts.push_back(exe->started);
-  Persist(*exe);
   changed_.SignalAll();
   return absl::OkStatus();
 }
 
+void CellManager::KillUnrecorded(Child* child) {
+  child->Signal(SIGKILL).IgnoreError();  // it may have exited already
+  // Our child: once the pidfd turns readable it is dead, and the reaper
+  // collects it (its watch names a generation no executable has).
+  pollfd exited = {child->pidfd(), POLLIN, 0};
+  if (poll(&exited, 1, 1000) <= 0) {
+    log::Warn("a killed, unrecorded process has not exited after 1 s",
+              {{"pid", static_cast<int64_t>(child->pid())}});
+  }
+}
+
 absl::StatusOr<mycel::v1::Executable> CellManager::Start(
     const mycel::v1::ExecutableSpec& spec, const StartOptions& options) {
-  RETURN_IF_ERROR(ValidateName("cell", spec.cell()));
+  RETURN_IF_ERROR(ValidateExecutableSpec(spec));
   mycel::v1::ExecutableSpec s = spec;
-  if (s.command_size() == 0 || s.command(0).empty()) {
-    return absl::InvalidArgumentError("command: must not be empty");
-  }
-  for (int i = 0; i < s.env_size(); ++i) {
-    size_t eq = s.env(i).find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("env[", i, "]: want KEY=VALUE, got \"", s.env(i), "\""));
-    }
-  }
-  if (!s.cwd().empty() && s.cwd()[0] != '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cwd: \"", s.cwd(), "\" is not an absolute path"));
-  }
-  if (s.has_stop_grace() && FromProto(s.stop_grace()) < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("stop_grace: must not be negative");
-  }
   ASSIGN_OR_RETURN(RestartParams restart, ToRestartParams(s.restart()));
 
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Cell * cell, FindCell(s.cell()));
+  RETURN_IF_ERROR(CheckIdsMapped(cell->ns_flags, cell->spec, s));
   if (s.name().empty()) {
     // Default: the program's base name, made unique in the cell.
     std::string base = s.command(0).substr(s.command(0).rfind('/') + 1);
@@ -767,7 +820,7 @@ void CellManager::HandleExit(const std::string& cname, const std::string& ename,
                              Exe* exe, const ChildExit* exit) {
   // This run is over: a timer that still names its generation (a stop's
   // SIGKILL) is stale.
-  ++exe->generation;
+  exe->generation = NextGeneration();
   absl::Time now = absl::Now();
   auto& st = exe->status;
   bool clean = false;
@@ -797,7 +850,7 @@ void CellManager::HandleExit(const std::string& cname, const std::string& ename,
   if (d.restart) {
     st.set_state(mycel::v1::EXECUTABLE_STATE_RESTARTING);
     st.set_restarts(st.restarts() + 1);
-    uint64_t gen = ++exe->generation;
+    const uint64_t gen = exe->generation = NextGeneration();
     RunAfter(d.delay, [this, cname, ename, gen] {
       absl::MutexLock lock(&mu_);
       absl::StatusOr<Exe*> e = FindExe(cname, ename);
@@ -807,7 +860,7 @@ void CellManager::HandleExit(const std::string& cname, const std::string& ename,
       if (!s.ok()) {
         (*e)->status.set_state(mycel::v1::EXECUTABLE_STATE_FAILED);
         (*e)->status.set_message(absl::StrCat("restart failed: ", s.message()));
-        Persist(**e);
+        Persist(**e).IgnoreError();  // logged
         changed_.SignalAll();
       }
     });
@@ -819,7 +872,7 @@ void CellManager::HandleExit(const std::string& cname, const std::string& ename,
   } else {
     st.set_state(mycel::v1::EXECUTABLE_STATE_EXITED);
   }
-  Persist(*exe);
+  Persist(*exe).IgnoreError();  // logged
   changed_.SignalAll();
   log::Info("executable ended",
             {{"cell", cname},
@@ -889,9 +942,9 @@ absl::StatusOr<mycel::v1::Executable> CellManager::Stop(
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Exe * exe, FindExe(cell, name));
   if (exe->status.state() == mycel::v1::EXECUTABLE_STATE_RESTARTING) {
-    ++exe->generation;  // cancels the pending restart
+    exe->generation = NextGeneration();  // cancels the pending restart
     exe->status.set_state(mycel::v1::EXECUTABLE_STATE_EXITED);
-    Persist(*exe);
+    Persist(*exe).IgnoreError();  // logged
     changed_.SignalAll();
   }
   if (!IsRunning(exe->status) || !exe->child.has_value()) return ToProto(*exe);
@@ -1072,22 +1125,48 @@ void CellManager::RemoveCgroup(const std::string& cgroup) {
 
 absl::Status CellManager::Recover() {
   background_.Post([dir = state_dir_] { EmptyLogTrash(dir); });
-  // Cgroups of deleted cells that a crash left behind (see DeleteCell), and
-  // the blanks of an earlier daemon.
+  ASSIGN_OR_RETURN(std::vector<CellRow> all_rows, store_.LoadCells());
+  ASSIGN_OR_RETURN(std::vector<ExecutableRow> exe_rows,
+                   store_.LoadExecutables());
+  // Throwaway cells of Cells.Run whose daemon went away mid-run: their
+  // clients are gone with it, so nobody will read their output or delete
+  // them. They go now, with what runs in them.
+  std::vector<CellRow> rows;
+  std::set<std::string> recorded;
+  for (CellRow& row : all_rows) {
+    if (!row.ephemeral) {
+      recorded.insert(row.spec.name());
+      rows.push_back(std::move(row));
+      continue;
+    }
+    const std::string& name = row.spec.name();
+    RemoveCgroup(name);
+    absl::Status s = store_.DeleteCell(name);
+    absl::StatusOr<std::string> trash = MoveLogDirToTrash(state_dir_, name);
+    if (trash.ok()) {
+      background_.Post([dir = *std::move(trash)] { RemoveLogDir(dir); });
+    }
+    log::Info("removed a throwaway cell whose client is gone",
+              {{"cell", name}, {"recorded_removal", s}});
+  }
+  // Cgroups of deleted cells that a crash left behind (see DeleteCell), the
+  // blanks of an earlier daemon, and cells that a crash left between
+  // making their cgroup and recording them (see CreateCell): the subtree is
+  // this daemon's alone, so a cgroup that no record names is nobody's.
   absl::StatusOr<std::vector<std::string>> cgroups = cgroups_->List();
   if (!cgroups.ok()) {
     log::Warn("cannot list cell cgroups", {{"error", cgroups.status()}});
   } else {
     for (const std::string& cgroup : *cgroups) {
-      if (absl::StartsWith(cgroup, kDeletedCgroupPrefix) ||
-          absl::StartsWith(cgroup, kPoolCgroupPrefix)) {
-        background_.Post([this, cgroup] { RemoveCgroup(cgroup); });
+      if (recorded.count(cgroup) != 0) continue;
+      if (!absl::StartsWith(cgroup, kDeletedCgroupPrefix) &&
+          !absl::StartsWith(cgroup, kPoolCgroupPrefix)) {
+        log::Warn("removing a cgroup that no cell record names",
+                  {{"cgroup", cgroup}});
       }
+      background_.Post([this, cgroup] { RemoveCgroup(cgroup); });
     }
   }
-  ASSIGN_OR_RETURN(std::vector<CellRow> rows, store_.LoadCells());
-  ASSIGN_OR_RETURN(std::vector<ExecutableRow> exe_rows,
-                   store_.LoadExecutables());
   absl::MutexLock lock(&mu_);
   for (CellRow& row : rows) {
     absl::StatusOr<std::unique_ptr<Cell>> prepared = Prepare(row.spec);
@@ -1123,6 +1202,9 @@ absl::Status CellManager::Recover() {
     }
     if (cell->ns_flags != 0 && !cell->init.has_value()) {
       absl::Status s = StartInit(cell.get());
+      if (s.ok()) {
+        s = store_.SetCellInit(name, cell->init->pid(), cell->init_start_time);
+      }
       if (!s.ok())
         log::Error("cannot start cell init", {{"cell", name}, {"error", s}});
     }
@@ -1156,7 +1238,7 @@ absl::Status CellManager::Recover() {
             cgroups_->OomKills(cell->spec.name());
         raw->oom_baseline = oom_kills.ok() ? *oom_kills : 0;
         raw->started = absl::Now();
-        uint64_t gen = ++raw->generation;
+        const uint64_t gen = raw->generation = NextGeneration();
         WatchAdopted(cell->spec.name(), raw->spec.name(), gen,
                      raw->child->pidfd());
         ++adopted;
@@ -1180,7 +1262,7 @@ absl::Status CellManager::Recover() {
     } else {
       raw->status.set_state(mycel::v1::EXECUTABLE_STATE_EXITED);
     }
-    Persist(*raw);
+    Persist(*raw).IgnoreError();  // logged
   }
   log::Info("cells recovered", {{"cells", static_cast<int64_t>(cells_.size())},
                                 {"executables_adopted", adopted},

@@ -65,7 +65,18 @@ class CellManager {
   CellManager& operator=(const CellManager&) = delete;
   ~CellManager();
 
-  absl::StatusOr<mycel::v1::Cell> CreateCell(const mycel::v1::CellSpec& spec);
+  struct CreateOptions {
+    // A throwaway cell (Cells.Run's): removed, with whatever runs in it,
+    // when the daemon restarts, since its client is gone by then.
+    bool ephemeral = false;
+  };
+  // Makes the cell's cgroup and init, then records it; returns only once
+  // it is recorded. On any error, nothing of the cell is left.
+  absl::StatusOr<mycel::v1::Cell> CreateCell(const mycel::v1::CellSpec& spec,
+                                             const CreateOptions& options);
+  absl::StatusOr<mycel::v1::Cell> CreateCell(const mycel::v1::CellSpec& spec) {
+    return CreateCell(spec, CreateOptions{});
+  }
   absl::Status DeleteCell(const std::string& name, bool force);
   absl::StatusOr<mycel::v1::Cell> GetCell(const std::string& name);
   std::vector<mycel::v1::Cell> ListCells();
@@ -106,13 +117,16 @@ class CellManager {
     uint64_t start_time = 0;
     bool adopted = false;  // not our child: watched through its pidfd
     bool stop_requested = false;
-    uint64_t generation = 0;  // bumps on every launch; stale timers check it
+    // Changes on every launch and exit (NextGeneration); a timer or exit
+    // callback that names another generation is stale.
+    uint64_t generation = 0;
     uint64_t oom_baseline = 0;
     absl::Time started;
   };
   struct Cell {
     mycel::v1::CellSpec spec;
     int64_t created_us = 0;
+    bool ephemeral = false;
     int ns_flags = 0;
     CgroupLimits limits;
     SeccompProgram seccomp;
@@ -180,7 +194,11 @@ class CellManager {
   void CollectAdoptedExit(const std::string& cell, const std::string& name,
                           uint64_t generation, std::shared_ptr<UniqueFd> pidfd,
                           int attempt) ABSL_LOCKS_EXCLUDED(mu_);
-  void Persist(const Exe& exe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the executable's spec and status; an error is logged too.
+  absl::Status Persist(const Exe& exe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SIGKILLs a child that was started but could not be recorded, and waits
+  // (at most a second) until it is dead.
+  void KillUnrecorded(Child* child) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Kills what is left in a cgroup no cell uses any more (a deleted cell's,
   // renamed; a blank's) and removes it; failures are logged (the cell is
   // already gone).
@@ -201,12 +219,20 @@ class CellManager {
   const std::unique_ptr<CgroupDriver> cgroups_;
   const int64_t log_cap_bytes_;
   const int num_cpus_;
+  const int num_memory_nodes_;
   CellStore store_;
 
   absl::Mutex mu_;
   absl::CondVar changed_;
   std::map<std::string, std::unique_ptr<Cell>> cells_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Generations of executables, unique across the manager, so that a
+  // callback for a run of one Exe object can never match another's (a
+  // replaced executable of the same name, say).
+  uint64_t NextGeneration() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ++generation_serial_;
+  }
+  uint64_t generation_serial_ ABSL_GUARDED_BY(mu_) = 0;
   // Makes the names of deleted cells' cgroups unique (see DeleteCell).
   uint64_t deleted_serial_ ABSL_GUARDED_BY(mu_) = 0;
   // Blanks ready, and being made, by namespace flags.

@@ -9,14 +9,15 @@ using store::Stmt;
 
 absl::Status CellStore::InsertCell(const CellRow& row) {
   absl::Status s = store_->WithStatement(
-      "INSERT INTO cells(name, spec, created_us, init_pid, init_start_time) "
-      "VALUES(?,?,?,?,?)",
+      "INSERT INTO cells(name, spec, created_us, init_pid, init_start_time, "
+      "ephemeral) VALUES(?,?,?,?,?,?)",
       [&](Stmt& st) {
         return st.Bind(1, row.spec.name())
             .BindBlob(2, row.spec.SerializeAsString())
             .Bind(3, row.created_us)
             .Bind(4, row.init_pid)
             .Bind(5, static_cast<int64_t>(row.init_start_time))
+            .Bind(6, int64_t{row.ephemeral})
             .Run();
       });
   if (s.code() == absl::StatusCode::kAlreadyExists) {
@@ -50,8 +51,8 @@ absl::StatusOr<std::vector<CellRow>> CellStore::LoadCells() {
         ASSIGN_OR_RETURN(Stmt st,
                          Stmt::Prepare(db,
                                        "SELECT spec, created_us, init_pid, "
-                                       "init_start_time FROM cells ORDER "
-                                       "BY name"));
+                                       "init_start_time, ephemeral FROM "
+                                       "cells ORDER BY name"));
         std::vector<CellRow> out;
         for (;;) {
           ASSIGN_OR_RETURN(bool row, st.Step());
@@ -63,6 +64,7 @@ absl::StatusOr<std::vector<CellRow>> CellStore::LoadCells() {
           r.created_us = st.ColumnInt(1);
           r.init_pid = st.ColumnInt(2);
           r.init_start_time = static_cast<uint64_t>(st.ColumnInt(3));
+          r.ephemeral = st.ColumnInt(4) != 0;
           out.push_back(std::move(r));
         }
         return out;

@@ -17,6 +17,8 @@ struct CellRow {
   int64_t created_us = 0;
   int64_t init_pid = 0;
   uint64_t init_start_time = 0;
+  // A throwaway cell of Cells.Run (see CellManager::CreateOptions).
+  bool ephemeral = false;
 };
 
 struct ExecutableRow {

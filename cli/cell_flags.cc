@@ -100,8 +100,12 @@ absl::Status FillCellSpec(const ParsedArgs& a, mycel::v1::CellSpec* spec) {
       bool found = false;
       for (const auto& [name, value] : kNames) {
         if (ns == name || (ns == "all" && value != mycel::v1::NAMESPACE_USER)) {
-          spec->add_isolate(value);
           found = true;
+          // "--isolate all,pid" or "--isolate pid --isolate pid": the
+          // daemon refuses a namespace listed twice, so list each once.
+          bool listed = false;
+          for (int listed_ns : spec->isolate()) listed |= listed_ns == value;
+          if (!listed) spec->add_isolate(value);
         }
       }
       if (!found) {

@@ -17,6 +17,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "runtime/fs.h"
 #include "runtime/status.h"
 #include "runtime/unique_fd.h"
 
@@ -162,6 +163,20 @@ HostInfo ProbeHost(const std::string& cgroup_root) {
   info.kvm = ProbeKvm();
   info.user_namespaces = ProbeUserNamespaces();
   return info;
+}
+
+int PossibleMemoryNodes() {
+  absl::StatusOr<std::string> list =
+      ReadFile("/sys/devices/system/node/possible");
+  if (!list.ok()) return 0;
+  // "0" or "0-3" or "0,2-3": the last number is the highest node.
+  absl::string_view text = absl::StripAsciiWhitespace(*list);
+  size_t sep = text.find_last_of(",-");
+  absl::string_view last =
+      sep == absl::string_view::npos ? text : text.substr(sep + 1);
+  int highest = 0;
+  if (!absl::SimpleAtoi(last, &highest) || highest < 0) return 0;
+  return highest + 1;
 }
 
 absl::StatusOr<std::string> Hostname() {

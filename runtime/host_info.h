@@ -49,6 +49,10 @@ CgroupMode DetectCgroupMode(const std::string& cgroup_root,
 // one included) spares every hierarchy.
 bool CgroupMovesFavored(absl::string_view mountinfo);
 
+// The number of memory nodes the kernel may bring online (one past the
+// highest in /sys/devices/system/node/possible), or 0 when it does not say.
+int PossibleMemoryNodes();
+
 // The node's hostname (gethostname), or an error naming the call.
 absl::StatusOr<std::string> Hostname();
 

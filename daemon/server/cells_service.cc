@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cells/log_file.h"
+#include "cells/spec_validation.h"
 #include "daemon/server/status_convert.h"
+#include "proto/proto_time.h"
 #include "runtime/log.h"
 #include "runtime/status.h"
 #include "runtime/unique_fd.h"
@@ -78,7 +80,8 @@ grpc::Status CellsService::Run(
   if (!manager_.ok()) return ToGrpc(manager_.status());
   mycel::v1::CellSpec spec = req->cell();
   if (spec.name().empty()) spec.set_name("run-" + RandomSuffix());
-  absl::StatusOr<mycel::v1::Cell> cell = (*manager_)->CreateCell(spec);
+  absl::StatusOr<mycel::v1::Cell> cell =
+      (*manager_)->CreateCell(spec, {.ephemeral = true});
   if (!cell.ok()) return ToGrpc(cell.status());
   const std::string& name = spec.name();
   auto cleanup = [&] {
@@ -176,12 +179,11 @@ grpc::Status ExecutablesService::Stop(grpc::ServerContext*,
   if (!manager_.ok()) return ToGrpc(manager_.status());
   std::optional<absl::Duration> grace;
   if (req->has_grace()) {
-    grace = absl::Seconds(req->grace().seconds()) +
-            absl::Nanoseconds(req->grace().nanos());
-    if (*grace < absl::ZeroDuration()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "grace: must not be negative");
+    if (absl::Status s = cells::ValidateDuration("grace", req->grace());
+        !s.ok()) {
+      return ToGrpc(s);
     }
+    grace = FromProto(req->grace());
   }
   return Reply((*manager_)->Stop(req->cell(), req->name(), grace), resp);
 }

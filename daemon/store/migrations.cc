@@ -40,6 +40,11 @@ CREATE TABLE executables (
   PRIMARY KEY (cell, name)
 ) STRICT;
 )sql"},
+    {3, R"sql(
+-- A throwaway cell of Cells.Run: removed when the daemon starts again,
+-- because the client that streamed its output is gone by then.
+ALTER TABLE cells ADD COLUMN ephemeral INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 }  // namespace

@@ -1,5 +1,9 @@
 #include "runtime/cgroup/cgroup_driver.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+
 #include <cmath>
 
 #include "absl/strings/numbers.h"
@@ -54,10 +58,26 @@ absl::Status CheckList(absl::string_view field, absl::string_view list,
     if (limit > 0 && last >= static_cast<uint32_t>(limit)) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, ": ", unit, " ", last, " does not exist (this host has ",
-          limit, " ", unit, "s)"));
+          limit, " ", unit, limit == 1 ? "" : "s", ")"));
     }
   }
   return absl::OkStatus();
+}
+
+// Takes the exclusive lock on a subtree directory (see NewCgroupDriver).
+absl::StatusOr<UniqueFd> LockSubtree(const std::string& dir) {
+  UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return PosixError(absl::StrCat("open ", dir), errno);
+  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cgroup_subtree: ", dir,
+          " is in use by another myceld; give each daemon on a host its own "
+          "--cgroup-subtree"));
+    }
+    return PosixError(absl::StrCat("flock ", dir), errno);
+  }
+  return fd;
 }
 
 }  // namespace
@@ -66,7 +86,8 @@ int64_t CpuQuotaUsec(double cores) {
   return std::llround(cores * static_cast<double>(kCpuPeriodUsec));
 }
 
-absl::Status ValidateCgroupLimits(const CgroupLimits& limits, int num_cpus) {
+absl::Status ValidateCgroupLimits(const CgroupLimits& limits, int num_cpus,
+                                  int num_memory_nodes) {
   if (limits.cpu_max.has_value()) {
     double cores = *limits.cpu_max;
     if (!std::isfinite(cores)) {
@@ -116,9 +137,8 @@ absl::Status ValidateCgroupLimits(const CgroupLimits& limits, int num_cpus) {
   }
   RETURN_IF_ERROR(
       CheckList("cpuset_cpus", limits.cpuset_cpus, num_cpus, "CPU"));
-  // The number of memory nodes is not known here; the kernel checks them.
-  RETURN_IF_ERROR(
-      CheckList("cpuset_mems", limits.cpuset_mems, 0, "memory node"));
+  RETURN_IF_ERROR(CheckList("cpuset_mems", limits.cpuset_mems, num_memory_nodes,
+                            "memory node"));
   return absl::OkStatus();
 }
 
@@ -129,6 +149,8 @@ absl::StatusOr<std::unique_ptr<CgroupDriver>> NewCgroupDriver(
     case CgroupMode::kV2: {
       ASSIGN_OR_RETURN(std::unique_ptr<CgroupV2> v2,
                        CgroupV2::Open(mount_root, subtree));
+      ASSIGN_OR_RETURN(UniqueFd lock, LockSubtree(v2->root()));
+      v2->HoldSubtreeLock(std::move(lock));
       log::Info("cgroup driver ready",
                 {{"driver", "v2"}, {"root", v2->root()}});
       return std::unique_ptr<CgroupDriver>(std::move(v2));
@@ -137,6 +159,8 @@ absl::StatusOr<std::unique_ptr<CgroupDriver>> NewCgroupDriver(
     case CgroupMode::kHybrid: {
       ASSIGN_OR_RETURN(std::unique_ptr<CgroupV1> v1,
                        CgroupV1::Open(mount_root, subtree));
+      ASSIGN_OR_RETURN(UniqueFd lock, LockSubtree(v1->roots().memory));
+      v1->HoldSubtreeLock(std::move(lock));
       log::Info("cgroup driver ready",
                 {{"driver", "v1"}, {"memory_root", v1->roots().memory}});
       return std::unique_ptr<CgroupDriver>(std::move(v1));

@@ -68,7 +68,9 @@ int64_t CpuQuotaUsec(double cores);
 // Checks every field of `limits` against what the kernel accepts and what
 // makes sense on a host with `num_cpus` CPUs. Returns INVALID_ARGUMENT whose
 // message starts with the field name ("cpu_max: must be > 0, got -1").
-absl::Status ValidateCgroupLimits(const CgroupLimits& limits, int num_cpus);
+// `num_memory_nodes` bounds cpuset_mems the same way when > 0.
+absl::Status ValidateCgroupLimits(const CgroupLimits& limits, int num_cpus,
+                                  int num_memory_nodes = 0);
 
 // What a cell has used, read from the kernel's accounting files.
 struct CgroupStats {
@@ -155,11 +157,23 @@ class CgroupDriver {
                               const std::string& to) = 0;
   // Whether Rename can succeed here (v1), or always returns UNIMPLEMENTED.
   virtual bool can_rename() const = 0;
+
+  // Keeps `lock` (an flock on the subtree, see NewCgroupDriver) for the
+  // driver's lifetime.
+  void HoldSubtreeLock(UniqueFd lock) { subtree_lock_ = std::move(lock); }
+
+ private:
+  UniqueFd subtree_lock_;
 };
 
 // Chooses and prepares the driver for this host. `mount_root` is normally
 // /sys/fs/cgroup and `subtree` is "mycel" (a relative path; nested
 // components such as "mycel/cells" are allowed).
+//
+// The subtree is one daemon's alone: the driver holds an exclusive flock
+// on its directory (in the memory hierarchy on v1), so that a second
+// daemon given the same subtree is refused with FAILED_PRECONDITION
+// rather than take (and, after a crash, clean up) the first one's cells.
 //  - kV2: CgroupV2::Open (creates the subtree, enables controllers).
 //  - kV1, kHybrid: CgroupV1::Open on the v1 hierarchies; the hybrid unified
 //    mount carries no controllers and is not used.

@@ -321,18 +321,25 @@ absl::Status CgroupV1::Apply(const std::string& cell,
   // cpuset first: until it has CPUs and memory nodes no task can join.
   if (!roots_.cpuset.empty()) {
     std::string dir = CellDir("cpuset", cell);
-    for (const auto& [file, wanted] :
-         {std::pair<absl::string_view, const std::string*>{"cpuset.cpus",
-                                                           &limits.cpuset_cpus},
-          {"cpuset.mems", &limits.cpuset_mems}}) {
-      std::string value = *wanted;
+    struct CpusetFile {
+      absl::string_view file, field;
+      const std::string& wanted;
+    };
+    for (const CpusetFile& c :
+         {CpusetFile{"cpuset.cpus", "cpuset_cpus", limits.cpuset_cpus},
+          CpusetFile{"cpuset.mems", "cpuset_mems", limits.cpuset_mems}}) {
+      std::string value = c.wanted;
       if (value.empty() && fresh && cpuset_cloned_) continue;
       if (value.empty()) {
         ASSIGN_OR_RETURN(std::string inherited,
-                         ReadFile(absl::StrCat(roots_.cpuset, "/", file)));
+                         ReadFile(absl::StrCat(roots_.cpuset, "/", c.file)));
         value = Trimmed(inherited);
       }
-      RETURN_IF_ERROR(fs_->Write(absl::StrCat(dir, "/", file), value));
+      absl::Status s = fs_->Write(absl::StrCat(dir, "/", c.file), value);
+      if (!s.ok() && !c.wanted.empty()) {
+        return cgroup_internal::RefusedLimit(c.field, value, s);
+      }
+      RETURN_IF_ERROR(s);
     }
   } else if (!limits.cpuset_cpus.empty() || !limits.cpuset_mems.empty()) {
     return absl::FailedPreconditionError(

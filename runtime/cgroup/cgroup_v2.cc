@@ -129,7 +129,12 @@ absl::Status CgroupV2::WriteOptional(const std::string& dir,
                                      absl::string_view why_absent) {
   std::string path = absl::StrCat(dir, "/", file);
   ASSIGN_OR_RETURN(bool exists, PathExists(path));
-  if (exists) return fs_->Write(path, value);
+  if (exists) {
+    absl::Status s = fs_->Write(path, value);
+    if (!s.ok() && needed)
+      return cgroup_internal::RefusedLimit(field, value, s);
+    return s;
+  }
   if (!needed) return absl::OkStatus();
   return absl::FailedPreconditionError(
       absl::StrCat(field, ": ", path, " does not exist (", why_absent, ")"));

@@ -68,6 +68,11 @@ bool OthersRemain() noexcept { return Sys(SYS_kill, -1, 0) != -ESRCH; }
 }
 
 [[noreturn]] void StopCell() noexcept {
+  // kill(-1) reaches every process the caller may signal in its pid
+  // namespace: the cell's own only when the init is that namespace's PID
+  // 1. An init that holds other namespaces but shares the host's pids
+  // (a cell without a pid namespace) has no processes of its own to stop.
+  if (Sys(SYS_getpid) != 1) Exit(0);
   Sys(SYS_kill, -1, SIGTERM);
   const int64_t deadline = MonotonicMs() + kCellInitStopGraceMs;
   const KernelSigset chld = Bit(SIGCHLD);

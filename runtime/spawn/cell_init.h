@@ -55,7 +55,9 @@ inline constexpr int kCellInitStopGraceMs = 2000;
 
 // The init loop: blocks all signals and waits for them with sigwaitinfo.
 // SIGCHLD: reaps every exited child (orphans are reparented to the init).
-// SIGTERM, SIGINT, SIGPWR: stops the cell as described above, then _exit(0).
+// SIGTERM, SIGINT, SIGPWR: stops the cell as described above, then _exit(0);
+// an init that is not PID 1 of its pid namespace (a cell without one) only
+// exits, since kill(-1) would reach the host's processes.
 // Other signals (SIGHUP, SIGUSR1, ...) only trigger a reap.
 //
 // Note for the owner: processes that joined the cell with setns are

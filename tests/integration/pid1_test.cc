@@ -100,11 +100,10 @@ TEST_CASE(
 
   // Several supervised executables exiting together while orphans churn.
   for (int i = 0; i < 5; ++i) {
-    REQUIRE(
-        n.d.Cli({"exec", "orphans", "--name", absl::StrCat("e", i), "--", "sh",
-                 "-c",
-                 absl::StrCat("(sleep 0.2 &); (sleep 0.2 &); exit ", 10 + i)})
-            .exit_code == 0);
+    auto exec = n.d.Cli(
+        {"exec", "orphans", "--name", absl::StrCat("e", i), "--", "sh", "-c",
+         absl::StrCat("(sleep 0.2 &); (sleep 0.2 &); exit ", 10 + i)});
+    REQUIRE_MESSAGE(exec.exit_code == 0, exec.err);
   }
   for (int i = 0; i < 5; ++i) {
     CHECK(n.d.Cli({"wait", absl::StrCat("orphans/e", i)}).exit_code == 10 + i);
@@ -128,9 +127,9 @@ TEST_CASE(
         "got-term\n");
   // The daemon is gone and its cell's (now empty) cgroup stays, as cells
   // are persistent; remove it so the test leaves the host as it found it.
-  testing::Shell(
-      "rmdir /sys/fs/cgroup/*/mycel/orphans /sys/fs/cgroup/mycel/orphans "
-      "2>/dev/null");
+  const std::string& sub = n.d.cgroup_subtree();
+  testing::Shell("rmdir /sys/fs/cgroup/*/" + sub + "/orphans /sys/fs/cgroup/" +
+                 sub + "/orphans 2>/dev/null");
 }
 
 TEST_CASE("as PID 1, a startup error is a safe mode that keeps serving") {

@@ -127,7 +127,18 @@ bool KernelAtLeast(int major, int minor) {
 }
 
 DaemonProcess::DaemonProcess(std::string dir, std::vector<std::string> extra)
-    : dir_(std::move(dir)), extra_(std::move(extra)) {}
+    : dir_(std::move(dir)), extra_(std::move(extra)) {
+  for (size_t i = 0; i + 1 < extra_.size(); ++i) {
+    if (extra_[i] == "--cgroup-subtree") subtree_ = extra_[i + 1];
+  }
+  if (subtree_.empty()) {
+    // The same directory gives the same subtree, so that a daemon started
+    // again on it (after a kill -9, say) finds its cells.
+    subtree_ = "mycel-" + dir_.substr(dir_.rfind('/') + 1);
+    own_subtree_ = true;
+    extra_.insert(extra_.end(), {"--cgroup-subtree", subtree_});
+  }
+}
 
 DaemonProcess::~DaemonProcess() {
   if (pid_ > 0) {
@@ -154,6 +165,14 @@ DaemonProcess::~DaemonProcess() {
     if (!exited) {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
+    }
+  }
+  if (own_subtree_) {
+    // Fails (harmlessly) while cells are left, as after a kill -9 that
+    // the next daemon on this directory adopts.
+    for (const char* h : {"", "cpu/", "cpuacct/", "memory/", "pids/",
+                          "freezer/", "cpuset/", "systemd/", "unified/"}) {
+      rmdir(("/sys/fs/cgroup/" + std::string(h) + subtree_).c_str());
     }
   }
 }

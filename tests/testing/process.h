@@ -68,6 +68,10 @@ class DaemonProcess {
   }
 
   pid_t pid() const { return pid_; }
+  // The cgroup subtree of the daemon's cells: the test's --cgroup-subtree,
+  // else one derived from `dir` (two daemons on a host may not share one),
+  // removed when this object goes if no cell is left in it.
+  const std::string& cgroup_subtree() const { return subtree_; }
   std::string socket() const { return dir_ + "/mycel.sock"; }
   std::string state_dir() const { return dir_ + "/state"; }
   // What this process wrote to the log (earlier runs in the same directory
@@ -80,6 +84,8 @@ class DaemonProcess {
   std::string dir_;
   std::vector<std::string> extra_;
   std::vector<std::string> wrapper_;
+  std::string subtree_;
+  bool own_subtree_ = false;
   pid_t pid_ = -1;
   size_t log_offset_ = 0;
 };

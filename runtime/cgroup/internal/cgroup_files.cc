@@ -258,4 +258,15 @@ void SortUnique(std::vector<pid_t>* pids) {
   pids->erase(std::unique(pids->begin(), pids->end()), pids->end());
 }
 
+absl::Status RefusedLimit(absl::string_view field, absl::string_view value,
+                          const absl::Status& write_error) {
+  if (write_error.ok()) return write_error;
+  if (absl::IsInvalidArgument(write_error) || absl::IsOutOfRange(write_error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": the kernel refused \"", value, "\" (",
+                     write_error.message(), ")"));
+  }
+  return Annotate(write_error, field);
+}
+
 }  // namespace mycel::cgroup_internal

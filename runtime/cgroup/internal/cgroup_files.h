@@ -87,6 +87,15 @@ std::string FormatPids(const std::vector<pid_t>& pids);
 absl::Status SurvivorsError(const std::string& cell, absl::Duration timeout,
                             const std::vector<pid_t>& left);
 
+// A limit the kernel refused when it was written: INVALID_ARGUMENT naming
+// the spec's `field` and the value when the kernel called the value
+// invalid (EINVAL, ERANGE: a CPU or memory node it does not have, for
+// example), so that the caller sees what to fix rather than a control
+// file's path; any other error (EBUSY, EACCES) keeps its code, with the
+// field prepended.
+absl::Status RefusedLimit(absl::string_view field, absl::string_view value,
+                          const absl::Status& write_error);
+
 // Sorts and removes duplicates.
 void SortUnique(std::vector<pid_t>* pids);
 

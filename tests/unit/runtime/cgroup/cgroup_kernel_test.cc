@@ -518,14 +518,25 @@ TEST_CASE("KillAll kills a process tree, orphans included") {
   CHECK(t.driver->List()->empty());
 }
 
-TEST_CASE("cells are listed for adoption by a second driver") {
+TEST_CASE("cells are listed for adoption by the next driver; one at a time") {
   Cells t;
   REQUIRE(t.driver->Create("b", {}).ok());
   REQUIRE(t.driver->Create("a", {}).ok());
+  // While a driver holds the subtree, a second one is refused: two daemons
+  // given the same subtree would take each other's cells.
+  auto second = NewCgroupDriver(HostMode(), kMountRoot, Subtree());
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(second.status().message().find("in use by another myceld") !=
+        absl::string_view::npos);
+  // Once it is gone (a daemon that exited or was killed), the next one
+  // finds the cells.
+  t.driver.reset();
   auto again = NewCgroupDriver(HostMode(), kMountRoot, Subtree());
   REQUIRE(again.ok());
-  CHECK((*again)->List().value() == std::vector<std::string>{"a", "b"});
-  CHECK(absl::IsAlreadyExists((*again)->Create("a", {})));
+  t.driver = *std::move(again);
+  CHECK(t.driver->List().value() == std::vector<std::string>{"a", "b"});
+  CHECK(absl::IsAlreadyExists(t.driver->Create("a", {})));
 }
 
 TEST_CASE("clone3 CLONE_INTO_CGROUP starts a child in the cell (v2)") {
