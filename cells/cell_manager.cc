@@ -164,7 +164,8 @@ CellManager::CellManager(Options options, CellStore store)
       num_memory_nodes_(PossibleMemoryNodes()),
       store_(std::move(store)),
       pool_size_(std::max(0, options.pool_size)),
-      cheap_cgroup_moves_(options.cheap_cgroup_moves) {}
+      cheap_cgroup_moves_(options.cheap_cgroup_moves),
+      workload_open_file_limit_(options.workload_open_file_limit) {}
 
 CellManager::~CellManager() {
   // Blanks are the daemon's own; cells outlive it. A blank being made now
@@ -579,7 +580,7 @@ absl::Status CellManager::DeleteCell(const std::string& name, bool force) {
     // discards freed blocks.
     trash = MoveLogDirToTrash(state_dir_, name);
     cells_.erase(name);
-    changed_.SignalAll();
+    Changed();
   }
   background_.Close(std::move(mount_ns));
   // Their exits no longer matter; the reaper collects them as orphans.
@@ -683,6 +684,9 @@ absl::Status CellManager::Launch(Cell* cell, Exe* exe,
   req.argv[0] = program;
   req.env = std::move(env);
   req.cwd = exe->spec.cwd();
+  if (workload_open_file_limit_ > 0) {
+    req.open_file_limit = workload_open_file_limit_;
+  }
   if (exe->spec.has_uid()) req.uid = exe->spec.uid();
   if (exe->spec.has_gid()) req.gid = exe->spec.gid();
   req.stdout_fd = options.stdout_fd >= 0 ? options.stdout_fd : log_fd.get();
@@ -745,7 +749,7 @@ absl::Status CellManager::Launch(Cell* cell, Exe* exe,
     return Annotate(recorded, "record the started executable");
   }
   exe->history.starts.push_back(exe->started);
-  changed_.SignalAll();
+  Changed();
   return absl::OkStatus();
 }
 
@@ -861,7 +865,7 @@ void CellManager::HandleExit(const std::string& cname, const std::string& ename,
         (*e)->status.set_state(mycel::v1::EXECUTABLE_STATE_FAILED);
         (*e)->status.set_message(absl::StrCat("restart failed: ", s.message()));
         Persist(**e).IgnoreError();  // logged
-        changed_.SignalAll();
+        Changed();
       }
     });
   } else if (d.start_limit_hit) {
@@ -873,7 +877,7 @@ void CellManager::HandleExit(const std::string& cname, const std::string& ename,
     st.set_state(mycel::v1::EXECUTABLE_STATE_EXITED);
   }
   Persist(*exe).IgnoreError();  // logged
-  changed_.SignalAll();
+  Changed();
   log::Info("executable ended",
             {{"cell", cname},
              {"exe", ename},
@@ -891,7 +895,7 @@ void CellManager::OnInitExit(const std::string& cname, pid_t pid) {
   log::Warn("cell init exited; the cell's namespaces are gone",
             {{"cell", cname}});
   (*cell)->init.reset();
-  changed_.SignalAll();
+  Changed();
 }
 
 void CellManager::WatchAdopted(const std::string& cname,
@@ -936,45 +940,50 @@ void CellManager::CollectAdoptedExit(const std::string& cname,
   OnExit(cname, ename, generation, &exit);
 }
 
-absl::StatusOr<mycel::v1::Executable> CellManager::Stop(
-    const std::string& cell, const std::string& name,
-    std::optional<absl::Duration> grace) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Exe * exe, FindExe(cell, name));
-  if (exe->status.state() == mycel::v1::EXECUTABLE_STATE_RESTARTING) {
-    exe->generation = NextGeneration();  // cancels the pending restart
-    exe->status.set_state(mycel::v1::EXECUTABLE_STATE_EXITED);
-    Persist(*exe).IgnoreError();  // logged
-    changed_.SignalAll();
-  }
-  if (!IsRunning(exe->status) || !exe->child.has_value()) return ToProto(*exe);
-  absl::Duration g = grace.value_or(exe->spec.has_stop_grace()
-                                        ? FromProto(exe->spec.stop_grace())
-                                        : absl::Seconds(10));
-  exe->stop_requested = true;
-  uint64_t gen = exe->generation;
-  // NOT_FOUND: it exited and was reaped a moment ago; its exit is on its
-  // way through the reaper, so wait for it like for any other.
-  if (absl::Status s = exe->child->Signal(SIGTERM);
-      !s.ok() && s.code() != absl::StatusCode::kNotFound) {
-    return s;
-  }
-  RunAfter(g, [this, cell, name, gen] {
+void CellManager::Stop(const std::string& cell, const std::string& name,
+                       std::optional<absl::Duration> grace, EndCallback done) {
+  {
     absl::MutexLock lock(&mu_);
-    absl::StatusOr<Exe*> e = FindExe(cell, name);
-    if (e.ok() && (*e)->generation == gen && (*e)->child.has_value()) {
-      (*e)->child->Signal(SIGKILL).IgnoreError();  // it may just have exited
+    absl::StatusOr<Exe*> found = FindExe(cell, name);
+    if (!found.ok()) {
+      done(found.status());
+      return;
     }
-  });
-  uint64_t stopped_gen = gen;
-  while (true) {
-    absl::StatusOr<Exe*> e = FindExe(cell, name);
-    if (!e.ok()) return e.status();
-    if ((*e)->generation != stopped_gen || !IsRunning((*e)->status)) {
-      return ToProto(**e);
+    Exe* exe = *found;
+    if (exe->status.state() == mycel::v1::EXECUTABLE_STATE_RESTARTING) {
+      exe->generation = NextGeneration();  // cancels the pending restart
+      exe->status.set_state(mycel::v1::EXECUTABLE_STATE_EXITED);
+      Persist(*exe).IgnoreError();  // logged
+      Changed();
     }
-    changed_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
+    if (IsRunning(exe->status) && exe->child.has_value()) {
+      absl::Duration g = grace.value_or(exe->spec.has_stop_grace()
+                                            ? FromProto(exe->spec.stop_grace())
+                                            : absl::Seconds(10));
+      exe->stop_requested = true;
+      const uint64_t gen = exe->generation;
+      // NOT_FOUND: it exited and was reaped a moment ago; its exit is on
+      // its way through the reaper, so wait for it like for any other.
+      if (absl::Status s = exe->child->Signal(SIGTERM);
+          !s.ok() && s.code() != absl::StatusCode::kNotFound) {
+        done(s);
+        return;
+      }
+      RunAfter(g, [this, cell, name, gen] {
+        absl::MutexLock lock(&mu_);
+        absl::StatusOr<Exe*> e = FindExe(cell, name);
+        if (e.ok() && (*e)->generation == gen && (*e)->child.has_value()) {
+          (*e)->child->Signal(SIGKILL).IgnoreError();  // it may have exited
+        }
+      });
+    } else if (!IsFinal(exe->status)) {
+      // Running, but adopted without a process to signal: nothing to stop.
+      done(ToProto(*exe));
+      return;
+    }
   }
+  // A stopped executable is not restarted, so it ends for good.
+  WatchEnd(cell, name, std::move(done));
 }
 
 absl::StatusOr<mycel::v1::Executable> CellManager::Signal(
@@ -1014,52 +1023,45 @@ absl::StatusOr<std::vector<mycel::v1::Executable>> CellManager::List(
   return out;
 }
 
-absl::StatusOr<mycel::v1::Executable> CellManager::Wait(
-    const std::string& cell, const std::string& name,
-    const std::function<bool()>& cancelled) {
+CellManager::EndWatch CellManager::WatchEnd(const std::string& cell,
+                                            const std::string& name,
+                                            EndCallback done) {
   absl::MutexLock lock(&mu_);
-  for (;;) {
-    ASSIGN_OR_RETURN(Exe * exe, FindExe(cell, name));
-    if (IsFinal(exe->status)) return ToProto(*exe);
-    if (cancelled && cancelled()) return absl::CancelledError("wait cancelled");
-    if (!WaitForChildExit(cell, name, exe)) {
-      changed_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
-    }
+  absl::StatusOr<Exe*> exe = FindExe(cell, name);
+  if (!exe.ok()) {
+    done(exe.status());
+    return 0;
   }
+  if (IsFinal((*exe)->status)) {
+    done(ToProto(**exe));
+    return 0;
+  }
+  const EndWatch id = ++end_watch_serial_;
+  end_watches_[id] = {cell, name, std::move(done)};
+  return id;
 }
 
-bool CellManager::WaitForChildExit(const std::string& cname,
-                                   const std::string& ename, Exe* exe) {
-  // Our own running child only; an adopted process is watched by the event
-  // loop, and a restart pending has no process yet.
-  if (!exe->child.has_value() || exe->adopted || exe->child->pidfd() < 0) {
-    return false;
+void CellManager::CancelEndWatch(EndWatch id) {
+  absl::MutexLock lock(&mu_);
+  end_watches_.erase(id);
+}
+
+void CellManager::Changed() {
+  changed_.SignalAll();
+  for (auto it = end_watches_.begin(); it != end_watches_.end();) {
+    absl::StatusOr<Exe*> exe = FindExe(it->second.cell, it->second.name);
+    if (exe.ok() && !IsFinal((*exe)->status)) {
+      ++it;
+      continue;
+    }
+    EndCallback done = std::move(it->second.done);
+    it = end_watches_.erase(it);
+    if (exe.ok()) {
+      done(ToProto(**exe));
+    } else {
+      done(exe.status());
+    }
   }
-  // The reaper would report this exit too, but only after SIGCHLD has woken
-  // the event loop's thread and that thread has taken mu_; on a machine
-  // where waking an idle CPU is slow, that is a good part of a short
-  // command's life. The pidfd turns readable as the process exits, and the
-  // reaper collects it for us at once. That matters beyond this call: a
-  // zombie holds its pid in the cell's pid namespace, and the cell's init,
-  // once killed, cannot finish exiting (nor leave the cgroup that deleting
-  // the cell waits to empty) while one is left.
-  UniqueFd pidfd(fcntl(exe->child->pidfd(), F_DUPFD_CLOEXEC, 0));
-  if (!pidfd) return false;
-  const uint64_t generation = exe->generation;
-  const pid_t pid = exe->child->pid();
-  pollfd p = {pidfd.get(), POLLIN, 0};
-  mu_.Unlock();
-  int ready = poll(&p, 1, 100);
-  mu_.Lock();
-  if (ready <= 0) return true;  // timeout or EINTR: check again
-  absl::StatusOr<Exe*> found = FindExe(cname, ename);
-  if (!found.ok() || (*found)->generation != generation) return true;
-  std::optional<ChildExit> exit = reaper_->Collect(pidfd.get(), pid);
-  // nullopt: the reaper got there first; its callback has the status and
-  // is waiting for mu_.
-  if (!exit.has_value()) return false;
-  HandleExit(cname, ename, *found, &*exit);
-  return true;
 }
 
 void CellManager::StopAll(absl::Duration grace) {

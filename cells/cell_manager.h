@@ -54,6 +54,9 @@ class CellManager {
     // taking a blank moves its init; without this that move costs more
     // than making the cell afresh, so the pool is used only with it.
     bool cheap_cgroup_moves = false;
+    // The soft RLIMIT_NOFILE workloads get (the daemon raises its own);
+    // 0 leaves them the daemon's.
+    rlim_t workload_open_file_limit = 0;
   };
 
   // Builds the manager and adopts the cells and executables recorded in the
@@ -84,9 +87,20 @@ class CellManager {
 
   absl::StatusOr<mycel::v1::Executable> Start(
       const mycel::v1::ExecutableSpec& spec, const StartOptions& options = {});
-  absl::StatusOr<mycel::v1::Executable> Stop(
-      const std::string& cell, const std::string& name,
-      std::optional<absl::Duration> grace);
+  // Called with an executable once it has ended for good (EXITED or
+  // FAILED), or with NOT_FOUND when it, or its cell, is gone. It runs with
+  // the manager's lock held, on whichever thread saw the change: it must
+  // not block or call back into the manager (post the work elsewhere).
+  using EndCallback =
+      std::function<void(absl::StatusOr<mycel::v1::Executable>)>;
+  using EndWatch = uint64_t;
+
+  // SIGTERM, then SIGKILL after `grace` (default: the executable's
+  // stop_grace, else 10 s); `done` is called once it has ended (a stopped
+  // executable is not restarted), at once if it is not running. A pending
+  // restart is cancelled.
+  void Stop(const std::string& cell, const std::string& name,
+            std::optional<absl::Duration> grace, EndCallback done);
   absl::StatusOr<mycel::v1::Executable> Signal(const std::string& cell,
                                                const std::string& name,
                                                int sig);
@@ -94,11 +108,14 @@ class CellManager {
                                             const std::string& name);
   absl::StatusOr<std::vector<mycel::v1::Executable>> List(
       const std::string& cell);
-  // Blocks until the executable has ended for good (EXITED or FAILED), or
-  // `cancelled()` turns true (checked every 100 ms): CANCELLED.
-  absl::StatusOr<mycel::v1::Executable> Wait(
-      const std::string& cell, const std::string& name,
-      const std::function<bool()>& cancelled);
+  // Calls `done` once the executable has ended for good: at once (on this
+  // thread) if it has, or if it does not exist; otherwise later, and then
+  // the returned id can cancel the watch. 0 means `done` has been called.
+  EndWatch WatchEnd(const std::string& cell, const std::string& name,
+                    EndCallback done) ABSL_LOCKS_EXCLUDED(mu_);
+  // After this returns, the watch's callback is not called any more (it
+  // may have been called already).
+  void CancelEndWatch(EndWatch id) ABSL_LOCKS_EXCLUDED(mu_);
   std::string LogPath(const std::string& cell, const std::string& name) const;
 
   // Stops every executable (SIGTERM, `grace`, SIGKILL) and every cell init,
@@ -179,11 +196,9 @@ class CellManager {
   // Records how a run ended, and restarts it if its policy says so.
   void HandleExit(const std::string& cell, const std::string& name, Exe* exe,
                   const ChildExit* exit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // For Wait(): if `exe` is our running child, waits (mu_ released) at most
-  // 100 ms for it to exit and handles the exit. Returns false when the
-  // caller must wait on changed_ instead.
-  bool WaitForChildExit(const std::string& cell, const std::string& name,
-                        Exe* exe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An executable or cell changed: wakes StopAll and fires the end watches
+  // whose executable has ended for good or is gone.
+  void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnInitExit(const std::string& cell, pid_t pid) ABSL_LOCKS_EXCLUDED(mu_);
   void WatchAdopted(const std::string& cell, const std::string& name,
                     uint64_t generation, int pidfd);
@@ -225,6 +240,12 @@ class CellManager {
   absl::Mutex mu_;
   absl::CondVar changed_;
   std::map<std::string, std::unique_ptr<Cell>> cells_ ABSL_GUARDED_BY(mu_);
+  struct PendingEnd {
+    std::string cell, name;
+    EndCallback done;
+  };
+  std::map<EndWatch, PendingEnd> end_watches_ ABSL_GUARDED_BY(mu_);
+  EndWatch end_watch_serial_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // Generations of executables, unique across the manager, so that a
   // callback for a run of one Exe object can never match another's (a
@@ -238,6 +259,7 @@ class CellManager {
   // Blanks ready, and being made, by namespace flags.
   const int pool_size_;
   const bool cheap_cgroup_moves_;
+  const rlim_t workload_open_file_limit_;
   std::map<int, std::vector<std::unique_ptr<Blank>>> pool_ ABSL_GUARDED_BY(mu_);
   std::map<int, int> pool_pending_ ABSL_GUARDED_BY(mu_);
   uint64_t pool_serial_ ABSL_GUARDED_BY(mu_) = 0;

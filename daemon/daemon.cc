@@ -16,9 +16,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "daemon/config.h"
+#include "daemon/server/credentials.h"
+#include "daemon/server/local_peer.h"
 #include "runtime/fs.h"
 #include "runtime/host_info.h"
 #include "runtime/log.h"
+#include "runtime/resource_limits.h"
 #include "runtime/signals.h"
 #include "runtime/status.h"
 
@@ -101,6 +104,9 @@ Daemon::Daemon(mycel::v1::DaemonConfig config, InitRole role,
 }
 
 Daemon::~Daemon() {
+  // Nothing runs the loop any more (Run returned, or was never called):
+  // say so, so that the listeners close without waiting for it.
+  io_.stop();
   if (precompile_.joinable()) precompile_.join();
 }
 
@@ -170,15 +176,8 @@ absl::Status Daemon::PrepareSocket() {
   return absl::OkStatus();
 }
 
-absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
-                              const std::string& safe_mode) {
-  log::Debug("host probed", {{"kernel", host.kernel_release},
-                             {"cgroup_mode", CgroupModeName(host.cgroup_mode)},
-                             {"seccomp", host.seccomp},
-                             {"bpf", host.bpf},
-                             {"btf", host.btf},
-                             {"kvm", host.kvm},
-                             {"user_namespaces", host.user_namespaces}});
+std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
+    const HostInfo& host, int schema_version, const std::string& safe_mode) {
   NodeService::Params params;
   params.node_name = config_.node_name();
   params.state_dir = config_.state_dir();
@@ -192,7 +191,6 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
     boost::asio::post(io_, [this, mode] { RequestStop("api", mode); });
   };
   params.orphans_reaped = [this] { return reaper_.orphans_reaped(); };
-  node_service_ = std::make_unique<NodeService>(std::move(params));
   absl::StatusOr<cells::CellManager*> manager =
       cells_ != nullptr ? absl::StatusOr<cells::CellManager*>(cells_.get())
                         : absl::StatusOr<cells::CellManager*>(
@@ -201,27 +199,80 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
                                         "cells are not running on this node "
                                         "(safe mode)")
                                   : cells_unavailable_);
-  cells_service_ = std::make_unique<CellsService>(manager);
-  executables_service_ = std::make_unique<ExecutablesService>(manager);
-  ASSIGN_OR_RETURN(
-      server_,
-      ApiServer::Start(config_, {node_service_.get(), cells_service_.get(),
-                                 executables_service_.get()}));
+  auto set = std::make_unique<ServiceSet>();
+  set->node = std::make_unique<NodeService>(std::move(params));
+  set->cells = std::make_unique<CellsService>(manager, &io_);
+  set->executables = std::make_unique<ExecutablesService>(manager, &io_);
+  return set;
+}
+
+absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
+                              const std::string& safe_mode) {
+  log::Debug("host probed", {{"kernel", host.kernel_release},
+                             {"cgroup_mode", CgroupModeName(host.cgroup_mode)},
+                             {"seccomp", host.seccomp},
+                             {"bpf", host.bpf},
+                             {"btf", host.btf},
+                             {"kvm", host.kvm},
+                             {"user_namespaces", host.user_namespaces}});
+  std::vector<ApiServer::Endpoint> endpoints;
+  // The local admin socket: its file mode admits the host's administrators
+  // (root, and the socket's group), and every connection is checked so
+  // that no process of a cell is served.
+  ASSIGN_OR_RETURN(ListeningSocket unix_socket,
+                   ListenUnix(config_.socket(), 0660));
+  services_.push_back(MakeServices(host, schema_version, safe_mode));
+  {
+    ApiServer::Endpoint e;
+    e.name = "unix";
+    e.socket = std::move(unix_socket);
+    e.credentials = grpc::InsecureServerCredentials();
+    e.services = services_.back()->all();
+    e.admit = [subtree = CgroupSubtree()](int fd) {
+      return AdmitLocalPeer(fd, subtree);
+    };
+    endpoints.push_back(std::move(e));
+  }
+  if (!config_.listen().empty()) {
+    if (config_.tls_cert().empty()) {
+      log::Warn(
+          "tcp listener disabled: --listen needs --tls-cert, --tls-key "
+          "and --tls-ca (TCP is never served in plaintext)",
+          {{"listen", config_.listen()}});
+    } else {
+      ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
+                       MtlsFromFiles(config_));
+      ASSIGN_OR_RETURN(ListeningSocket tcp, ListenTcp(config_.listen()));
+      services_.push_back(MakeServices(host, schema_version, safe_mode));
+      ApiServer::Endpoint e;
+      e.name = "tcp";
+      e.socket = std::move(tcp);
+      e.credentials = std::move(creds);
+      e.services = services_.back()->all();
+      endpoints.push_back(std::move(e));
+    }
+  }
+  ASSIGN_OR_RETURN(server_, ApiServer::Start(&io_, std::move(endpoints)));
   absl::Duration start_to_ready = BootClockNow() - boot_to_start_;
-  node_service_->SetStartToReady(start_to_ready);
+  for (auto& set : services_) set->node->SetStartToReady(start_to_ready);
 
   log::Info("myceld ready", {{"version", MYCEL_VERSION},
                              {"node", config_.node_name()},
                              {"pid", static_cast<int64_t>(getpid())},
                              {"init_role", InitRoleName(role_)},
                              {"socket", config_.socket()},
-                             {"tcp_port", server_->tcp_port()},
+                             {"tcp_port", server_->port("tcp")},
                              {"state_dir", config_.state_dir()},
                              {"schema_version", schema_version},
                              {"cgroup_mode", CgroupModeName(host.cgroup_mode)},
                              {"start_to_ready_ms",
                               absl::ToDoubleMilliseconds(start_to_ready)}});
   return absl::OkStatus();
+}
+
+std::string Daemon::CgroupSubtree() const {
+  return config_.cgroup_subtree().empty() ? std::string(kDefaultCgroupSubtree)
+                                          : config_.cgroup_subtree();
 }
 
 absl::Status Daemon::Start() {
@@ -235,6 +286,17 @@ absl::Status Daemon::Start() {
     // Orphans of our workloads come back to us rather than to the host's
     // init, so that the reaper sees them. (PID 1 gets them anyway.)
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  }
+  absl::StatusOr<OpenFileLimit> files = RaiseOpenFileLimit();
+  if (files.ok()) {
+    open_file_limit_ = files->soft_before;
+    if (files->soft != files->soft_before) {
+      log::Info("raised the open file limit",
+                {{"from", static_cast<uint64_t>(files->soft_before)},
+                 {"to", static_cast<uint64_t>(files->soft)}});
+    }
+  } else {
+    log::Warn("cannot raise the open file limit", {{"error", files.status()}});
   }
   RETURN_IF_ERROR(PrepareStateDir());
   std::string db_path = config_.state_dir() + "/mycel.db";
@@ -251,10 +313,8 @@ absl::Status Daemon::Start() {
 }
 
 void Daemon::StartCells(const HostInfo& host) {
-  absl::StatusOr<std::unique_ptr<CgroupDriver>> driver = NewCgroupDriver(
-      host.cgroup_mode, "/sys/fs/cgroup",
-      config_.cgroup_subtree().empty() ? std::string(kDefaultCgroupSubtree)
-                                       : config_.cgroup_subtree());
+  absl::StatusOr<std::unique_ptr<CgroupDriver>> driver =
+      NewCgroupDriver(host.cgroup_mode, "/sys/fs/cgroup", CgroupSubtree());
   absl::Status s = driver.status();
   if (s.ok()) {
     cells::CellManager::Options opts;
@@ -265,6 +325,7 @@ void Daemon::StartCells(const HostInfo& host) {
     opts.cgroups = *std::move(driver);
     if (config_.has_cell_pool()) opts.pool_size = config_.cell_pool();
     opts.cheap_cgroup_moves = host.cgroup_favordynmods;
+    opts.workload_open_file_limit = open_file_limit_;
     const bool v1 = host.cgroup_mode == CgroupMode::kV1 ||
                     host.cgroup_mode == CgroupMode::kHybrid;
     if (v1 && !host.cgroup_favordynmods && !host.cgroup2_mount.empty()) {
@@ -365,7 +426,6 @@ void Daemon::RequestStop(absl::string_view why, mycel::v1::ShutdownMode mode) {
                          {"mode", mycel::v1::ShutdownMode_Name(mode)},
                          {"init_role", InitRoleName(role_)}});
   Stop();
-  io_.stop();
 }
 
 void Daemon::Stop() {
@@ -375,15 +435,28 @@ void Daemon::Stop() {
   if (cells_ != nullptr && role_ != InitRole::kNone) {
     cells_->StopAll(absl::Seconds(10));
   }
-  if (server_ != nullptr) server_->Shutdown(std::chrono::seconds(5));
-  if (store_ != nullptr) {
-    absl::Status s = store_->Checkpoint();
-    if (!s.ok()) log::Warn("checkpoint failed", {{"error", s}});
-  }
+  // The server's shutdown waits for calls in flight, and the calls that
+  // wait (Wait, Logs -f, Run) finish on the event loop, so the loop keeps
+  // running meanwhile; the shutdown runs on a thread of its own and stops
+  // the loop when it is done.
+  stopper_ = std::thread([this] {
+    if (server_ != nullptr) {
+      server_->Shutdown(std::chrono::seconds(5));
+      unlink(config_.socket().c_str());
+    }
+    boost::asio::post(io_, [this] {
+      if (store_ != nullptr) {
+        absl::Status s = store_->Checkpoint();
+        if (!s.ok()) log::Warn("checkpoint failed", {{"error", s}});
+      }
+      io_.stop();
+    });
+  });
 }
 
 void Daemon::Run() {
   io_.run();
+  if (stopper_.joinable()) stopper_.join();
   reaper_.ReapAll();
   log::Info("myceld stopped");
 }

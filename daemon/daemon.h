@@ -56,8 +56,22 @@ class Daemon {
  private:
   absl::Status PrepareStateDir();
   absl::Status PrepareSocket();
+  // The services one endpoint serves (a gRPC service object can be
+  // registered with one server only).
+  struct ServiceSet {
+    std::unique_ptr<NodeService> node;
+    std::unique_ptr<CellsService> cells;
+    std::unique_ptr<ExecutablesService> executables;
+    std::vector<grpc::Service*> all() const {
+      return {node.get(), cells.get(), executables.get()};
+    }
+  };
+  std::unique_ptr<ServiceSet> MakeServices(const HostInfo& host,
+                                           int schema_version,
+                                           const std::string& safe_mode);
   absl::Status StartApi(const HostInfo& host, int schema_version,
                         const std::string& safe_mode);
+  std::string CgroupSubtree() const;
   void StartCells(const HostInfo& host);
   void ArmSignals();
   void OnSignal(int sig);
@@ -66,6 +80,8 @@ class Daemon {
   void RequestStop(absl::string_view why, mycel::v1::ShutdownMode mode);
   void Stop();
 
+  // First, so that it outlives everything that posts to it or waits on it.
+  boost::asio::io_context io_;
   mycel::v1::DaemonConfig config_;
   const InitRole role_;
   absl::Time started_;
@@ -76,16 +92,19 @@ class Daemon {
   Reaper reaper_;
   std::unique_ptr<cells::CellManager> cells_;
   absl::Status cells_unavailable_;
-  std::unique_ptr<NodeService> node_service_;
-  std::unique_ptr<CellsService> cells_service_;
-  std::unique_ptr<ExecutablesService> executables_service_;
+  std::vector<std::unique_ptr<ServiceSet>> services_;
   std::unique_ptr<ApiServer> server_;
-  boost::asio::io_context io_;
+  // The soft open-file limit the daemon was started with, which its
+  // workloads get back (0: unknown, they keep the daemon's).
+  rlim_t open_file_limit_ = 0;
   boost::asio::signal_set signals_;
   bool stopping_ = false;
   // Compiles the default seccomp profile off the start-up path; joined
   // before the daemon goes away.
   std::thread precompile_;
+  // Shuts the API server down while the loop runs on (see Stop); joined
+  // by Run.
+  std::thread stopper_;
   mycel::v1::ShutdownMode shutdown_mode_ = mycel::v1::SHUTDOWN_MODE_POWEROFF;
 };
 

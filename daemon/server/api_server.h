@@ -1,47 +1,79 @@
-// ApiServer: the gRPC server of one myceld, on a unix socket and optionally
-// on TCP with mutual TLS. It also serves grpc.health.v1 and reflection.
+// ApiServer: the gRPC endpoints of one myceld. Each endpoint is a
+// listening socket (the local unix socket, the TCP port), its own
+// grpc::Server with the services and policy chosen for that listener, and
+// a Listener (runtime/listener.h) that accepts connections on the daemon's
+// event loop, checks them, and hands them to that server.
 #ifndef MYCEL_DAEMON_SERVER_API_SERVER_H_
 #define MYCEL_DAEMON_SERVER_API_SERVER_H_
 
 #include <grpcpp/grpcpp.h>
 
+#include <boost/asio/io_context.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "mycel/v1/config.pb.h"
+#include "absl/time/time.h"
+#include "runtime/listener.h"
 
 namespace mycel {
 
-// Thread-safe after Start(). Services must outlive the server.
+// Thread-safe after Start(). Services and the io_context must outlive the
+// server.
 class ApiServer {
  public:
-  // Binds the unix socket (mode 0660) and, when config.listen() is set and
-  // the TLS files are configured, the TCP port. Without TLS files the TCP
-  // port stays closed and a warning says why. The socket path must not
-  // exist (the caller removes a stale one under its lock).
+  struct Endpoint {
+    // "unix" or "tcp", for logs.
+    std::string name;
+    ListeningSocket socket;
+    // How the connection is secured (insecure for the unix socket, whose
+    // file mode and peer check guard it; mutual TLS for TCP).
+    std::shared_ptr<grpc::ServerCredentials> credentials;
+    std::vector<grpc::Service*> services;
+    // The connection check of the Listener (see Listener::Options::admit).
+    std::function<absl::Status(int fd)> admit;
+    // Limits of the Listener (defaults there).
+    int per_source_burst = 64;
+  };
+
+  // How long a connection may take to complete its handshake (TLS, and
+  // HTTP/2's preface) before the server drops it: an unauthenticated
+  // connection holds a descriptor and memory only this long.
+  static constexpr absl::Duration kHandshakeTimeout = absl::Seconds(10);
+
+  // Builds a grpc::Server per endpoint (with the health service on each)
+  // and starts accepting on `io`.
   static absl::StatusOr<std::unique_ptr<ApiServer>> Start(
-      const mycel::v1::DaemonConfig& config,
-      const std::vector<grpc::Service*>& services);
+      boost::asio::io_context* io, std::vector<Endpoint> endpoints);
 
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
   ~ApiServer();
 
-  // The TCP port actually bound (useful with port 0), or 0 when TCP is off.
-  int tcp_port() const { return tcp_port_; }
+  // The bound port of the endpoint named `name` (0 when there is none, or
+  // it is not TCP).
+  int port(absl::string_view name) const;
 
-  // Marks the node NOT_SERVING, then stops accepting calls and waits up to
-  // `grace` for those in flight. Idempotent.
+  // Counters of the endpoint named `name`'s listener.
+  Listener::Stats listener_stats(absl::string_view name) const;
+
+  // Marks every endpoint NOT_SERVING, stops accepting, and waits up to
+  // `grace` for calls in flight. Idempotent.
   void Shutdown(std::chrono::milliseconds grace);
 
  private:
+  struct Running {
+    std::string name;
+    int port = 0;
+    std::unique_ptr<grpc::Server> server;
+    std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor;
+    std::unique_ptr<Listener> listener;
+  };
   ApiServer() = default;
 
-  std::unique_ptr<grpc::Server> server_;
-  std::string socket_path_;
-  int tcp_port_ = 0;
+  std::vector<Running> endpoints_;
   bool stopped_ = false;
 };
 

@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cells/log_file.h"
+#include "cells/run_session.h"
 #include "cells/spec_validation.h"
+#include "daemon/server/reactor_state.h"
 #include "daemon/server/status_convert.h"
 #include "proto/proto_time.h"
 #include "runtime/log.h"
@@ -27,13 +29,6 @@ grpc::Status Reply(absl::StatusOr<T> result, T* out) {
   if (!result.ok()) return ToGrpc(result.status());
   *out = *std::move(result);
   return grpc::Status::OK;
-}
-
-std::string RandomSuffix() {
-  uint32_t r = 0;
-  if (getrandom(&r, sizeof(r), 0) != sizeof(r))
-    r = static_cast<uint32_t>(getpid());
-  return absl::StrFormat("%08x", r);
 }
 
 }  // namespace
@@ -74,96 +69,147 @@ grpc::Status CellsService::Stats(grpc::ServerContext*,
   return Reply((*manager_)->Stats(req->name()), resp);
 }
 
-grpc::Status CellsService::Run(
-    grpc::ServerContext* ctx, const mycel::v1::RunRequest* req,
-    grpc::ServerWriter<mycel::v1::RunEvent>* writer) {
-  if (!manager_.ok()) return ToGrpc(manager_.status());
-  mycel::v1::CellSpec spec = req->cell();
-  if (spec.name().empty()) spec.set_name("run-" + RandomSuffix());
-  absl::StatusOr<mycel::v1::Cell> cell =
-      (*manager_)->CreateCell(spec, {.ephemeral = true});
-  if (!cell.ok()) return ToGrpc(cell.status());
-  const std::string& name = spec.name();
-  auto cleanup = [&] {
-    absl::Status s = (*manager_)->DeleteCell(name, /*force=*/true);
-    if (!s.ok())
-      log::Warn("run: cannot delete cell", {{"cell", name}, {"error", s}});
-  };
+namespace {
 
-  // The command's output is streamed, so it goes to pipes rather than to
-  // the log file; the daemon keeps only the read ends.
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-    cleanup();
-    return ToGrpc(PosixError("pipe2", errno));
-  }
-  UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
-  UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
-  mycel::v1::ExecutableSpec exe;
-  exe.set_cell(name);
-  exe.set_name("main");
-  *exe.mutable_command() = req->command();
-  *exe.mutable_env() = req->env();
-  exe.set_cwd(req->cwd());
-  if (req->has_uid()) exe.set_uid(req->uid());
-  if (req->has_gid()) exe.set_gid(req->gid());
-  absl::StatusOr<mycel::v1::Executable> started =
-      (*manager_)->Start(exe, {out_w.get(), err_w.get()});
-  out_w.reset();
-  err_w.reset();
-  if (!started.ok()) {
-    cleanup();
-    return ToGrpc(started.status());
+// A unary call that ends when an executable does (Wait, Stop).
+class EndReactor final : public grpc::ServerUnaryReactor {
+ public:
+  EndReactor(boost::asio::io_context* io, mycel::v1::Executable* response)
+      : state_(std::make_shared<ReactorState<EndReactor>>(io, this)),
+        response_(response) {}
+
+  // What the manager calls when the executable has ended (on any thread,
+  // with its lock held): hand it to the loop.
+  cells::CellManager::EndCallback OnEnd() {
+    return [state = state_](absl::StatusOr<mycel::v1::Executable> exe) {
+      state->Post([exe = std::move(exe)](EndReactor* r) mutable {
+        r->End(std::move(exe));
+      });
+    };
   }
 
-  pollfd fds[2] = {{out_r.get(), POLLIN, 0}, {err_r.get(), POLLIN, 0}};
-  int open_fds = 2;
-  char buf[65536];
-  bool client_gone = false;
-  while (open_fds > 0) {
-    int n = poll(fds, 2, 200);
-    if (n < 0 && errno != EINTR) break;
-    if (ctx->IsCancelled()) {
-      client_gone = true;
-      break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 ||
-          (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
-        continue;
-      }
-      ssize_t r = read(fds[i].fd, buf, sizeof(buf));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) {
-        fds[i].fd = -1;
-        --open_fds;
-        continue;
-      }
-      mycel::v1::RunEvent ev;
-      if (i == 0) {
-        ev.set_stdout(buf, r);
-      } else {
-        ev.set_stderr(buf, r);
-      }
-      if (!writer->Write(ev)) client_gone = true;
-    }
-    if (client_gone) break;
+  // For a cancelled call, the manager forgets the watch.
+  void SetWatch(cells::CellManager* manager, cells::CellManager::EndWatch id) {
+    state_->Post([manager, id](EndReactor* r) {
+      r->manager_ = manager;
+      r->watch_ = id;
+    });
   }
-  if (client_gone) {
-    cleanup();
-    return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+
+  void FinishNow(const grpc::Status& status) {
+    state_->Post([status](EndReactor* r) {
+      if (r->state_->TakeFinish()) r->Finish(status);
+    });
   }
-  // The pipes close when the command and everything it started have closed
-  // them; its own exit may still be on its way through the reaper.
-  absl::StatusOr<mycel::v1::Executable> done =
-      (*manager_)->Wait(name, "main", [ctx] { return ctx->IsCancelled(); });
-  cleanup();
-  if (!done.ok()) return ToGrpc(done.status());
-  mycel::v1::RunEvent last;
-  *last.mutable_exit() = done->status();
-  // Sent together with the status, in one write instead of two.
-  writer->WriteLast(last, grpc::WriteOptions());
-  return grpc::Status::OK;
+
+  void OnCancel() override {
+    state_->Post([](EndReactor* r) {
+      if (r->manager_ != nullptr && r->watch_ != 0) {
+        r->manager_->CancelEndWatch(r->watch_);
+      }
+      if (r->state_->TakeFinish()) {
+        r->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                               "the client cancelled the call"));
+      }
+    });
+  }
+  void OnDone() override { state_->Release(); }
+
+ private:
+  void End(absl::StatusOr<mycel::v1::Executable> exe) {
+    if (!state_->TakeFinish()) return;
+    if (!exe.ok()) {
+      Finish(ToGrpc(exe.status()));
+      return;
+    }
+    *response_ = *std::move(exe);
+    Finish(grpc::Status::OK);
+  }
+
+  std::shared_ptr<ReactorState<EndReactor>> state_;
+  mycel::v1::Executable* const response_;
+  cells::CellManager* manager_ = nullptr;
+  cells::CellManager::EndWatch watch_ = 0;
+};
+
+// Cells.Run: adapts a RunSession (cells/run_session.h) to a server stream.
+class RunReactor final : public grpc::ServerWriteReactor<mycel::v1::RunEvent>,
+                         public cells::RunSession::Sink {
+ public:
+  RunReactor(cells::CellManager* manager, boost::asio::io_context* io,
+             const mycel::v1::RunRequest& request)
+      : state_(std::make_shared<ReactorState<RunReactor>>(io, this)) {
+    absl::StatusOr<std::shared_ptr<cells::RunSession>> session =
+        cells::RunSession::Start(manager, io, request, this);
+    if (!session.ok()) {
+      const grpc::Status status = ToGrpc(session.status());
+      state_->Post([status](RunReactor* r) {
+        if (r->state_->TakeFinish()) r->Finish(status);
+      });
+      return;
+    }
+    // The session is touched on the loop only; it starts reading there.
+    state_->Post([session = *std::move(session)](RunReactor* r) {
+      r->session_ = session;
+    });
+  }
+
+  // RunSession::Sink, on the loop.
+  void Output(mycel::v1::RunEvent event) override {
+    event_ = std::move(event);
+    StartWrite(&event_);
+  }
+  void End(absl::StatusOr<mycel::v1::RunEvent> last) override {
+    if (!state_->TakeFinish()) return;
+    if (!last.ok()) {
+      Finish(ToGrpc(last.status()));
+      return;
+    }
+    event_ = *std::move(last);
+    // Sent together with the status, in one write instead of two.
+    StartWriteAndFinish(&event_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+
+  void OnWriteDone(bool ok) override {
+    state_->Post([ok](RunReactor* r) {
+      if (ok) {
+        if (r->session_ != nullptr) r->session_->Resume();
+        return;
+      }
+      r->Abandon("the client stopped reading");
+    });
+  }
+  void OnCancel() override {
+    state_->Post([](RunReactor* r) { r->Abandon("the client went away"); });
+  }
+  void OnDone() override {
+    // The session (and with it the cell) goes on the loop, with the
+    // reactor: ReactorState::Release deletes it there.
+    state_->Release();
+  }
+
+ private:
+  void Abandon(absl::string_view why) {
+    if (session_ != nullptr) session_->Cancel();
+    if (state_->TakeFinish()) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, std::string(why)));
+    }
+  }
+
+  std::shared_ptr<ReactorState<RunReactor>> state_;
+  std::shared_ptr<cells::RunSession> session_;
+  mycel::v1::RunEvent event_;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<mycel::v1::RunEvent>* CellsService::Run(
+    grpc::CallbackServerContext*, const mycel::v1::RunRequest* req) {
+  if (!manager_.ok()) {
+    return new FailedWriteReactor<mycel::v1::RunEvent>(
+        ToGrpc(manager_.status()));
+  }
+  return new RunReactor(*manager_, io_, *req);
 }
 
 grpc::Status ExecutablesService::Start(grpc::ServerContext*,
@@ -173,19 +219,25 @@ grpc::Status ExecutablesService::Start(grpc::ServerContext*,
   return Reply((*manager_)->Start(req->spec()), resp);
 }
 
-grpc::Status ExecutablesService::Stop(grpc::ServerContext*,
-                                      const mycel::v1::StopRequest* req,
-                                      mycel::v1::Executable* resp) {
-  if (!manager_.ok()) return ToGrpc(manager_.status());
+grpc::ServerUnaryReactor* ExecutablesService::Stop(
+    grpc::CallbackServerContext*, const mycel::v1::StopRequest* req,
+    mycel::v1::Executable* resp) {
+  auto* r = new EndReactor(io_, resp);
+  if (!manager_.ok()) {
+    r->FinishNow(ToGrpc(manager_.status()));
+    return r;
+  }
   std::optional<absl::Duration> grace;
   if (req->has_grace()) {
     if (absl::Status s = cells::ValidateDuration("grace", req->grace());
         !s.ok()) {
-      return ToGrpc(s);
+      r->FinishNow(ToGrpc(s));
+      return r;
     }
     grace = FromProto(req->grace());
   }
-  return Reply((*manager_)->Stop(req->cell(), req->name(), grace), resp);
+  (*manager_)->Stop(req->cell(), req->name(), grace, r->OnEnd());
+  return r;
 }
 
 grpc::Status ExecutablesService::Signal(grpc::ServerContext*,
@@ -214,13 +266,18 @@ grpc::Status ExecutablesService::List(
   return grpc::Status::OK;
 }
 
-grpc::Status ExecutablesService::Wait(grpc::ServerContext* ctx,
-                                      const mycel::v1::ExecutableRef* req,
-                                      mycel::v1::Executable* resp) {
-  if (!manager_.ok()) return ToGrpc(manager_.status());
-  return Reply((*manager_)->Wait(req->cell(), req->name(),
-                                 [ctx] { return ctx->IsCancelled(); }),
-               resp);
+grpc::ServerUnaryReactor* ExecutablesService::Wait(
+    grpc::CallbackServerContext*, const mycel::v1::ExecutableRef* req,
+    mycel::v1::Executable* resp) {
+  auto* r = new EndReactor(io_, resp);
+  if (!manager_.ok()) {
+    r->FinishNow(ToGrpc(manager_.status()));
+    return r;
+  }
+  cells::CellManager::EndWatch id =
+      (*manager_)->WatchEnd(req->cell(), req->name(), r->OnEnd());
+  if (id != 0) r->SetWatch(*manager_, id);
+  return r;
 }
 
 grpc::Status ExecutablesService::Logs(

@@ -1,20 +1,29 @@
 // The mycel.v1.Cells and mycel.v1.Executables gRPC services: a thin layer
 // over CellManager that turns absl::Status into gRPC status codes.
+//
+// Calls that wait (Wait, Stop, Logs with follow, Run) use gRPC's callback
+// API: they hold no server thread while they wait, so any number of them
+// can be open without starving the other calls. Their reactors run their
+// logic on the daemon's event loop (see reactor_state.h).
 #ifndef MYCEL_DAEMON_SERVER_CELLS_SERVICE_H_
 #define MYCEL_DAEMON_SERVER_CELLS_SERVICE_H_
+
+#include <boost/asio/io_context.hpp>
 
 #include "cells/cell_manager.h"
 #include "mycel/v1/cells.grpc.pb.h"
 
 namespace mycel {
 
-// Thread-safe. `manager` must outlive the service.
-class CellsService final : public mycel::v1::Cells::Service {
+// Thread-safe. `manager` and `io` must outlive the service.
+class CellsService final : public mycel::v1::Cells::WithCallbackMethod_Run<
+                               mycel::v1::Cells::Service> {
  public:
   // `manager` is an error when cells are unavailable on this node (for
   // example no cgroup hierarchy); every call then answers with it.
-  explicit CellsService(absl::StatusOr<cells::CellManager*> manager)
-      : manager_(std::move(manager)) {}
+  CellsService(absl::StatusOr<cells::CellManager*> manager,
+               boost::asio::io_context* io)
+      : manager_(std::move(manager)), io_(io) {}
 
   grpc::Status Create(grpc::ServerContext*, const mycel::v1::CreateCellRequest*,
                       mycel::v1::Cell*) override;
@@ -26,23 +35,29 @@ class CellsService final : public mycel::v1::Cells::Service {
                     mycel::v1::ListCellsResponse*) override;
   grpc::Status Stats(grpc::ServerContext*, const mycel::v1::GetCellRequest*,
                      mycel::v1::CellStats*) override;
-  grpc::Status Run(grpc::ServerContext*, const mycel::v1::RunRequest*,
-                   grpc::ServerWriter<mycel::v1::RunEvent>*) override;
+  grpc::ServerWriteReactor<mycel::v1::RunEvent>* Run(
+      grpc::CallbackServerContext*, const mycel::v1::RunRequest*) override;
 
  private:
   const absl::StatusOr<cells::CellManager*> manager_;
+  boost::asio::io_context* const io_;
 };
 
-// Thread-safe. `manager` must outlive the service.
-class ExecutablesService final : public mycel::v1::Executables::Service {
+// Thread-safe. `manager` and `io` must outlive the service.
+class ExecutablesService final
+    : public mycel::v1::Executables::WithCallbackMethod_Stop<
+          mycel::v1::Executables::WithCallbackMethod_Wait<
+              mycel::v1::Executables::Service>> {
  public:
-  explicit ExecutablesService(absl::StatusOr<cells::CellManager*> manager)
-      : manager_(std::move(manager)) {}
+  ExecutablesService(absl::StatusOr<cells::CellManager*> manager,
+                     boost::asio::io_context* io)
+      : manager_(std::move(manager)), io_(io) {}
 
   grpc::Status Start(grpc::ServerContext*, const mycel::v1::StartRequest*,
                      mycel::v1::Executable*) override;
-  grpc::Status Stop(grpc::ServerContext*, const mycel::v1::StopRequest*,
-                    mycel::v1::Executable*) override;
+  grpc::ServerUnaryReactor* Stop(grpc::CallbackServerContext*,
+                                 const mycel::v1::StopRequest*,
+                                 mycel::v1::Executable*) override;
   grpc::Status Signal(grpc::ServerContext*, const mycel::v1::SignalRequest*,
                       mycel::v1::Executable*) override;
   grpc::Status Get(grpc::ServerContext*, const mycel::v1::ExecutableRef*,
@@ -50,13 +65,15 @@ class ExecutablesService final : public mycel::v1::Executables::Service {
   grpc::Status List(grpc::ServerContext*,
                     const mycel::v1::ListExecutablesRequest*,
                     mycel::v1::ListExecutablesResponse*) override;
-  grpc::Status Wait(grpc::ServerContext*, const mycel::v1::ExecutableRef*,
-                    mycel::v1::Executable*) override;
+  grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext*,
+                                 const mycel::v1::ExecutableRef*,
+                                 mycel::v1::Executable*) override;
   grpc::Status Logs(grpc::ServerContext*, const mycel::v1::LogsRequest*,
                     grpc::ServerWriter<mycel::v1::LogChunk>*) override;
 
  private:
   const absl::StatusOr<cells::CellManager*> manager_;
+  boost::asio::io_context* const io_;
 };
 
 }  // namespace mycel

@@ -9,11 +9,13 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <string>
@@ -190,6 +192,9 @@ std::string DescribeStep(const SpawnRequest& r, const Report& report) {
       return "bring up lo";
     case Step::kSetsid:
       return "setsid";
+    case Step::kRlimit:
+      return absl::StrCat("setrlimit(RLIMIT_NOFILE, ",
+                          r.open_file_limit.value_or(0), ")");
     case Step::kStdio: {
       static constexpr const char* kNames[] = {"stdin", "stdout", "stderr"};
       const int fds[] = {r.stdin_fd, r.stdout_fd, r.stderr_fd};
@@ -586,6 +591,17 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   }
   plan.loopback_up = request.loopback_up;
   plan.new_session = request.new_session;
+  if (request.open_file_limit.has_value()) {
+    // The hard limit is kept: only the daemon's raised soft limit goes back.
+    rlimit current;
+    if (getrlimit(RLIMIT_NOFILE, &current) != 0) {
+      return PosixError("getrlimit(RLIMIT_NOFILE)", errno);
+    }
+    plan.set_open_file_limit = true;
+    plan.open_file_limit.rlim_max = current.rlim_max;
+    plan.open_file_limit.rlim_cur =
+        std::min(*request.open_file_limit, current.rlim_max);
+  }
   const int stdio[3] = {request.stdin_fd, request.stdout_fd, request.stderr_fd};
   for (int i = 0; i < 3; ++i) {
     plan.stdio[i] = stdio[i] >= 0 ? stdio[i] : devnull.get();

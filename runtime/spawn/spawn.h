@@ -15,6 +15,7 @@
 #ifndef MYCEL_RUNTIME_SPAWN_SPAWN_H_
 #define MYCEL_RUNTIME_SPAWN_SPAWN_H_
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -122,6 +123,10 @@ struct SpawnRequest {
   // setsid(): the child leads a new session and process group, so it is not
   // hit by signals sent to the daemon's terminal or group.
   bool new_session = true;
+  // When set, the soft RLIMIT_NOFILE the child gets (the hard limit is
+  // kept): the daemon raises its own (RaiseOpenFileLimit), and workloads
+  // get back the limit it was started with.
+  std::optional<rlim_t> open_file_limit;
   std::vector<PreExecStep> pre_exec;
   // Instead of exec'ing argv, exec the built-in cell init (see
   // cell_init.h); argv and env are ignored.

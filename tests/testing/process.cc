@@ -111,9 +111,14 @@ TempDir::~TempDir() {
 }
 
 std::string Binary(const std::string& name) {
-  if (name == "myceld") return std::string(MYCEL_BINARY_DIR) + "/daemon/myceld";
-  if (name == "mycel") return std::string(MYCEL_BINARY_DIR) + "/cli/mycel";
-  return std::string(MYCEL_BINARY_DIR) + "/" + name;
+  // MYCEL_TEST_BINARY_DIR runs the tests against another build's daemon
+  // and CLI (an older commit, to show that a test fails there).
+  const char* other = getenv("MYCEL_TEST_BINARY_DIR");
+  const std::string dir =
+      other != nullptr && *other ? other : std::string(MYCEL_BINARY_DIR);
+  if (name == "myceld") return dir + "/daemon/myceld";
+  if (name == "mycel") return dir + "/cli/mycel";
+  return dir + "/" + name;
 }
 
 bool KernelAtLeast(int major, int minor) {
@@ -188,8 +193,10 @@ bool DaemonProcess::Start(std::chrono::milliseconds timeout) {
   argv.insert(argv.end(), extra_.begin(), extra_.end());
   argv.insert(argv.begin(), wrapper_.begin(), wrapper_.end());
   log_offset_ = Slurp(dir_ + "/myceld.log").size();
-  int log_fd = open((dir_ + "/myceld.log").c_str(),
-                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int log_fd = stderr_fd_ >= 0
+                   ? fcntl(stderr_fd_, F_DUPFD_CLOEXEC, 3)
+                   : open((dir_ + "/myceld.log").c_str(),
+                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -210,7 +217,11 @@ bool DaemonProcess::Start(std::chrono::milliseconds timeout) {
       pid_ = -1;
       return false;
     }
-    if (Log().find("myceld ready") != std::string::npos) return true;
+    if (stderr_fd_ >= 0) {
+      if (Cli({"--timeout", "1", "node", "health"}).exit_code == 0) return true;
+    } else if (Log().find("myceld ready") != std::string::npos) {
+      return true;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;

@@ -38,7 +38,8 @@ class TempDir {
   std::string path_;
 };
 
-// Path of a built binary: Binary("myceld"), Binary("mycel").
+// Path of a built binary: Binary("myceld"), Binary("mycel"); from
+// $MYCEL_TEST_BINARY_DIR when set, else from this build.
 std::string Binary(const std::string& name);
 
 // Whether the running kernel's release (uname -r) is at least major.minor.
@@ -66,6 +67,10 @@ class DaemonProcess {
   void set_wrapper(std::vector<std::string> wrapper) {
     wrapper_ = std::move(wrapper);
   }
+  // Sends the daemon's stdout and stderr to `fd` (the caller's) instead of
+  // the log file; Start then waits for the socket to answer instead of the
+  // log's "myceld ready", and Log() is empty.
+  void set_stderr(int fd) { stderr_fd_ = fd; }
 
   pid_t pid() const { return pid_; }
   // The cgroup subtree of the daemon's cells: the test's --cgroup-subtree,
@@ -86,6 +91,7 @@ class DaemonProcess {
   std::vector<std::string> wrapper_;
   std::string subtree_;
   bool own_subtree_ = false;
+  int stderr_fd_ = -1;
   pid_t pid_ = -1;
   size_t log_offset_ = 0;
 };

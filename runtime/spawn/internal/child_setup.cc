@@ -228,6 +228,11 @@ void ExecCellInit(const ChildPlan& plan) noexcept {
   }
   if (plan.loopback_up) BringUpLoopback(plan);
   if (plan.new_session && setsid() < 0) FailErrno(plan, Step::kSetsid);
+  if (plan.set_open_file_limit &&
+      syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, &plan.open_file_limit,
+              nullptr) != 0) {
+    FailErrno(plan, Step::kRlimit);
+  }
   SetUpStdio(plan);
   RunPreExecSteps(plan, /*before_credentials=*/true);
   SetCredentials(plan);

@@ -11,6 +11,7 @@
 #define MYCEL_RUNTIME_SPAWN_INTERNAL_CHILD_SETUP_H_
 
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -38,6 +39,7 @@ enum class Step : int32_t {
   kSethostname,
   kLoopback,
   kSetsid,
+  kRlimit,
   kStdio,  // index: 0, 1 or 2
   kSetgroups,
   kSetresgid,
@@ -111,6 +113,8 @@ struct ChildPlan {
   size_t hostname_len = 0;
   bool loopback_up = false;
   bool new_session = true;
+  bool set_open_file_limit = false;
+  rlimit open_file_limit = {};
 
   int stdio[3] = {-1, -1, -1};  // all valid: /dev/null substituted
 

@@ -1,0 +1,27 @@
+// Server credentials of the daemon's listeners.
+#ifndef MYCEL_DAEMON_SERVER_CREDENTIALS_H_
+#define MYCEL_DAEMON_SERVER_CREDENTIALS_H_
+
+#include <grpcpp/security/server_credentials.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "mycel/v1/config.pb.h"
+
+namespace mycel {
+
+// The contents of a PEM file; INVALID_ARGUMENT naming `field` when it holds
+// no PEM block, and the file's error when it cannot be read.
+absl::StatusOr<std::string> ReadPemFile(const std::string& field,
+                                        const std::string& path);
+
+// Mutual TLS from --tls-cert, --tls-key and --tls-ca: the server presents
+// the certificate and requires a client certificate that chains to the CA.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MtlsFromFiles(
+    const mycel::v1::DaemonConfig& config);
+
+}  // namespace mycel
+
+#endif  // MYCEL_DAEMON_SERVER_CREDENTIALS_H_

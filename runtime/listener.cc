@@ -1,0 +1,299 @@
+#include "runtime/listener.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <future>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/log.h"
+#include "runtime/status.h"
+
+namespace mycel {
+namespace {
+
+// Connections taken per wake-up before yielding to the loop's other work.
+constexpr int kAcceptsPerWake = 64;
+
+absl::StatusOr<ListeningSocket> Listening(UniqueFd fd, int backlog) {
+  if (listen(fd.get(), backlog) != 0) return PosixError("listen", errno);
+  ListeningSocket out;
+  out.fd = std::move(fd);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ListeningSocket> ListenUnix(const std::string& path,
+                                           mode_t mode) {
+  sockaddr_un addr;
+  memset(&addr, 0, sizeof(addr));
+  addr.sun_family = AF_UNIX;
+  // The socket is bound inside a fresh private directory, given its mode,
+  // and renamed into place, so that it never exists at `path` with the
+  // mode bind(2) gives it (0777 less the umask).
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  std::string tmpl = dir + "/.mycel-socket-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    return PosixError(absl::StrCat("mkdtemp in ", dir), errno);
+  }
+  const std::string tmp = tmpl + "/s";
+  struct TmpDir {
+    std::string dir, file;
+    ~TmpDir() {
+      unlink(file.c_str());
+      rmdir(dir.c_str());
+    }
+  } cleanup{tmpl, tmp};
+  if (tmp.size() >= sizeof(addr.sun_path) ||
+      path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("socket: ", path, " is too long for a unix socket"));
+  }
+  memcpy(addr.sun_path, tmp.c_str(), tmp.size());
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) return PosixError("socket(AF_UNIX)", errno);
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return PosixError(absl::StrCat("bind ", tmp), errno);
+  }
+  if (chmod(tmp.c_str(), mode) != 0) {
+    return PosixError(absl::StrCat("chmod ", tmp), errno);
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    return PosixError(absl::StrCat("rename ", tmp, " to ", path), errno);
+  }
+  return Listening(std::move(fd), SOMAXCONN);
+}
+
+absl::StatusOr<ListeningSocket> ListenTcp(const std::string& host_port) {
+  auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen: want IPV4:PORT, [IPV6]:PORT or localhost:PORT, got \"",
+        host_port, "\""));
+  };
+  const size_t colon = host_port.rfind(':');
+  if (colon == std::string::npos || colon == 0) return bad();
+  std::string host = host_port.substr(0, colon);
+  int port = -1;
+  if (!absl::SimpleAtoi(host_port.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return bad();
+  }
+  sockaddr_storage ss;
+  memset(&ss, 0, sizeof(ss));
+  socklen_t len = 0;
+  if (host == "localhost") host = "127.0.0.1";
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(static_cast<uint16_t>(port));
+    if (inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(),
+                  &a6->sin6_addr) != 1) {
+      return bad();
+    }
+    len = sizeof(*a6);
+  } else {
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(static_cast<uint16_t>(port));
+    if (inet_pton(AF_INET, host.c_str(), &a4->sin_addr) != 1) return bad();
+    len = sizeof(*a4);
+  }
+  UniqueFd fd(
+      socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) return PosixError("socket(AF_INET)", errno);
+  int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+    return PosixError(absl::StrCat("listen: bind ", host_port), errno);
+  }
+  ASSIGN_OR_RETURN(ListeningSocket out, Listening(std::move(fd), SOMAXCONN));
+  sockaddr_storage bound;
+  socklen_t bound_len = sizeof(bound);
+  if (getsockname(out.fd.get(), reinterpret_cast<sockaddr*>(&bound),
+                  &bound_len) != 0) {
+    return PosixError("getsockname", errno);
+  }
+  out.port = ntohs(bound.ss_family == AF_INET6
+                       ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                       : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return out;
+}
+
+Listener::Listener(boost::asio::io_context* io, ListeningSocket socket,
+                   Options options)
+    : io_(io),
+      options_(std::move(options)),
+      port_(socket.port),
+      socket_(std::make_shared<boost::asio::posix::stream_descriptor>(
+          *io, socket.fd.release())),
+      retry_(*io) {}
+
+Listener::~Listener() { Close(); }
+
+void Listener::Start() {
+  boost::asio::post(*io_, [this] { Arm(); });
+}
+
+void Listener::Close() {
+  auto close = [this] {
+    if (closed_) return;
+    closed_ = true;
+    retry_.cancel();
+    boost::system::error_code ignored;
+    socket_->cancel(ignored);
+    socket_->close(ignored);
+  };
+  if (io_->get_executor().running_in_this_thread() || io_->stopped()) {
+    close();
+    return;
+  }
+  std::promise<void> done;
+  boost::asio::post(*io_, [&] {
+    close();
+    done.set_value();
+  });
+  // The loop may stop before it runs the closure; then nothing uses the
+  // socket any more and it can be closed here.
+  std::future<void> f = done.get_future();
+  if (f.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+    close();
+  }
+}
+
+Listener::Stats Listener::stats() const {
+  Stats s;
+  s.accepted = accepted_.load();
+  s.refused_admission = refused_admission_.load();
+  s.refused_no_fds = refused_no_fds_.load();
+  s.refused_rate = refused_rate_.load();
+  s.accept_failures = accept_failures_.load();
+  return s;
+}
+
+void Listener::Arm() {
+  if (closed_) return;
+  socket_->async_wait(
+      boost::asio::posix::stream_descriptor::wait_read,
+      [this, sock = socket_](const boost::system::error_code& ec) {
+        if (ec || closed_) return;
+        OnReadable();
+      });
+}
+
+void Listener::LogRefusal(absl::string_view why, const absl::Status& detail) {
+  const absl::Time now = absl::Now();
+  if (now - last_refusal_log_ < absl::Seconds(1)) return;
+  last_refusal_log_ = now;
+  log::Warn("connection refused",
+            {{"listener", options_.name}, {"reason", why}, {"error", detail}});
+}
+
+bool Listener::OverRate(const sockaddr_storage& peer, socklen_t len) {
+  std::string key;
+  if (peer.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&peer);
+    key.assign(reinterpret_cast<const char*>(&a->sin_addr), 4);
+  } else if (peer.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&peer);
+    key.assign(reinterpret_cast<const char*>(&a->sin6_addr), 16);
+  } else {
+    return false;  // unix peers have no address to tell apart
+  }
+  (void)len;
+  const absl::Time now = absl::Now();
+  if (recent_.size() > 4096) {
+    // Forget sources that have been quiet for a whole window.
+    for (auto it = recent_.begin(); it != recent_.end();) {
+      auto next = std::next(it);
+      if (it->second.empty() ||
+          now - it->second.back() > options_.per_source_window) {
+        recent_.erase(it);
+      }
+      it = next;
+    }
+  }
+  std::vector<absl::Time>& times = recent_[key];
+  size_t old = 0;
+  while (old < times.size() && now - times[old] > options_.per_source_window) {
+    ++old;
+  }
+  times.erase(times.begin(), times.begin() + static_cast<ptrdiff_t>(old));
+  if (times.size() >= static_cast<size_t>(options_.per_source_burst)) {
+    return true;
+  }
+  times.push_back(now);
+  return false;
+}
+
+void Listener::OnReadable() {
+  for (int i = 0; i < kAcceptsPerWake; ++i) {
+    sockaddr_storage peer;
+    socklen_t len = sizeof(peer);
+    int raw =
+        accept4(socket_->native_handle(), reinterpret_cast<sockaddr*>(&peer),
+                &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (raw < 0) {
+      const int error = errno;
+      if (error == EAGAIN || error == EWOULDBLOCK) break;
+      if (error == EINTR || error == ECONNABORTED || error == EPROTO) continue;
+      // Out of descriptors or memory (or anything unexpected): the
+      // connection stays in the backlog; try again shortly, and keep
+      // trying for as long as it takes.
+      accept_failures_.fetch_add(1);
+      LogRefusal("accept failed; retrying", PosixError("accept4", error));
+      retry_.expires_after(absl::ToChronoNanoseconds(options_.retry_delay));
+      retry_.async_wait([this](const boost::system::error_code& ec) {
+        if (!ec) Arm();
+      });
+      return;
+    }
+    UniqueFd fd(raw);
+    rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+        limit.rlim_cur != RLIM_INFINITY &&
+        static_cast<rlim_t>(fd.get()) + options_.fd_reserve >= limit.rlim_cur) {
+      // The kernel hands out the lowest free descriptor, so one this high
+      // means nearly all of them are in use.
+      refused_no_fds_.fetch_add(1);
+      LogRefusal("too few file descriptors left",
+                 absl::ResourceExhaustedError(absl::StrCat(
+                     "descriptor ", fd.get(), " of ", limit.rlim_cur,
+                     ", reserve ", options_.fd_reserve)));
+      continue;
+    }
+    if (OverRate(peer, len)) {
+      refused_rate_.fetch_add(1);
+      LogRefusal("too many connections from one source",
+                 absl::ResourceExhaustedError(absl::StrCat(
+                     "more than ", options_.per_source_burst, " within ",
+                     absl::FormatDuration(options_.per_source_window))));
+      continue;
+    }
+    if (options_.admit) {
+      absl::Status admitted = options_.admit(fd.get());
+      if (!admitted.ok()) {
+        refused_admission_.fetch_add(1);
+        LogRefusal("not admitted", admitted);
+        continue;
+      }
+    }
+    accepted_.fetch_add(1);
+    options_.on_connection(std::move(fd));
+  }
+  Arm();
+}
+
+}  // namespace mycel

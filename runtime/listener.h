@@ -1,0 +1,121 @@
+// Listener: accepts connections on a listening socket, on a Boost.Asio
+// event loop, and hands each one it keeps to a callback (the gRPC server's
+// external connection acceptor, in the daemon).
+//
+// Accepting ourselves, rather than letting gRPC listen, puts three
+// decisions here:
+//  - who may connect: an admission check runs on every connection before
+//    any byte is read from it (the unix socket's peer check);
+//  - how many: a connection is refused (closed at once) when it would use
+//    one of the last `fd_reserve` descriptors the process may open, so
+//    that clients can never take the descriptors the daemon needs for its
+//    own work; and, per source address, when that source opened more than
+//    `per_source_burst` connections within `per_source_window`;
+//  - running out: when accept4 fails with EMFILE or ENFILE, the listener
+//    waits `retry_delay` and tries again, so it accepts again as soon as
+//    descriptors are free (gRPC 1.51's own listener stops for good).
+//
+// Thread-safety: Start and Close run on any thread; everything else runs
+// on the io_context's thread. The io_context must outlive the listener.
+#ifndef MYCEL_RUNTIME_LISTENER_H_
+#define MYCEL_RUNTIME_LISTENER_H_
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/unique_fd.h"
+
+namespace mycel {
+
+// A listening socket, bound and listening, not yet accepting.
+struct ListeningSocket {
+  UniqueFd fd;
+  int port = 0;  // TCP: the bound port (useful with port 0); unix: 0
+};
+
+// Binds a unix stream socket at `path` (which must not exist) with `mode`,
+// created with that mode from the start (no window in which it is open to
+// others). Non-blocking, close-on-exec.
+absl::StatusOr<ListeningSocket> ListenUnix(const std::string& path,
+                                           mode_t mode);
+
+// Binds a TCP socket at "HOST:PORT" ("[v6]:PORT" for IPv6; port 0 picks
+// one). Non-blocking, close-on-exec, SO_REUSEADDR.
+absl::StatusOr<ListeningSocket> ListenTcp(const std::string& host_port);
+
+class Listener {
+ public:
+  struct Options {
+    // A name for log lines ("unix", "tcp").
+    std::string name;
+    // Runs on each accepted connection before it is handed over; an error
+    // refuses it (the connection is closed, and the error logged at most
+    // once a second). Empty: every connection is admitted.
+    std::function<absl::Status(int fd)> admit;
+    // Receives each admitted connection.
+    std::function<void(UniqueFd fd)> on_connection;
+    int fd_reserve = 64;
+    // Per source address (TCP only; a unix socket's peers share none).
+    int per_source_burst = 64;
+    absl::Duration per_source_window = absl::Seconds(10);
+    absl::Duration retry_delay = absl::Milliseconds(100);
+  };
+
+  // Counters, for tests and status lines.
+  struct Stats {
+    uint64_t accepted = 0;
+    uint64_t refused_admission = 0;
+    uint64_t refused_no_fds = 0;   // within the reserve
+    uint64_t refused_rate = 0;     // a source over its burst
+    uint64_t accept_failures = 0;  // EMFILE/ENFILE and others, retried
+  };
+
+  Listener(boost::asio::io_context* io, ListeningSocket socket,
+           Options options);
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  ~Listener();
+
+  // Starts accepting (posts to the io_context).
+  void Start();
+  // Stops accepting and closes the listening socket. Blocks until the
+  // io_context's thread has let go of it, unless called on that thread.
+  void Close();
+
+  int port() const { return port_; }
+  Stats stats() const;
+
+ private:
+  void Arm();
+  void OnReadable();
+  bool OverRate(const sockaddr_storage& peer, socklen_t len);
+  void LogRefusal(absl::string_view why, const absl::Status& detail);
+
+  boost::asio::io_context* const io_;
+  const Options options_;
+  const int port_;
+  std::shared_ptr<boost::asio::posix::stream_descriptor> socket_;
+  boost::asio::steady_timer retry_;
+  // Recent connection times per source address (its bytes), oldest first.
+  absl::flat_hash_map<std::string, std::vector<absl::Time>> recent_;
+  absl::Time last_refusal_log_ = absl::InfinitePast();
+  std::atomic<uint64_t> accepted_{0}, refused_admission_{0}, refused_no_fds_{0},
+      refused_rate_{0}, accept_failures_{0};
+  bool closed_ = false;
+};
+
+}  // namespace mycel
+
+#endif  // MYCEL_RUNTIME_LISTENER_H_

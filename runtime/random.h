@@ -1,0 +1,20 @@
+// Random numbers from the kernel (getrandom(2)), for names and tokens that
+// must not repeat or be guessed.
+#ifndef MYCEL_RUNTIME_RANDOM_H_
+#define MYCEL_RUNTIME_RANDOM_H_
+
+#include <cstdint>
+#include <string>
+
+namespace mycel {
+
+// 64 random bits. Blocks only before the kernel's pool is initialised
+// (early boot), as getrandom(2) does.
+uint64_t RandomUint64();
+
+// `bytes` random bytes as lower-case hex (2 * bytes characters).
+std::string RandomHex(size_t bytes);
+
+}  // namespace mycel
+
+#endif  // MYCEL_RUNTIME_RANDOM_H_

@@ -1,0 +1,61 @@
+// Helpers of the adversarial tier (tests/adversarial): the attacks a
+// hardening issue found, kept running in CI.
+#ifndef MYCEL_TESTS_ADVERSARIAL_ADVERSARIAL_H_
+#define MYCEL_TESTS_ADVERSARIAL_ADVERSARIAL_H_
+
+#include <grpcpp/grpcpp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/testing/process.h"
+
+// Every attack here needs root (cgroups, namespaces, mounts). Without it
+// the whole binary reports itself skipped to ctest (exit code 77), never
+// passed.
+#define ADVERSARIAL_NEEDS_ROOT()                                     \
+  do {                                                               \
+    if (geteuid() != 0) {                                            \
+      fprintf(stderr, "skipped: the adversarial tier needs root\n"); \
+      exit(77);                                                      \
+    }                                                                \
+  } while (0)
+
+namespace mycel::adversarial {
+
+std::shared_ptr<grpc::Channel> Channel(const testing::DaemonProcess& d);
+
+std::chrono::system_clock::time_point Deadline(
+    std::chrono::milliseconds from_now);
+
+std::chrono::milliseconds Elapsed(std::chrono::steady_clock::time_point since);
+
+// A connected socket, or -1.
+int ConnectUnix(const std::string& path);
+int ConnectTcp(int port);
+
+// A free TCP port on 127.0.0.1 (free when asked).
+int FreePort();
+
+// A throwaway CA and certificates (packaging/gen-pki.sh).
+class Pki {
+ public:
+  explicit Pki(std::string dir);
+  // myceld flags to serve TCP on 127.0.0.1:port with these certificates.
+  std::vector<std::string> ServerFlags(int port) const;
+  // The CLI against 127.0.0.1:port with the client certificate.
+  testing::CommandResult Cli(int port, std::vector<std::string> args) const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace mycel::adversarial
+
+#endif  // MYCEL_TESTS_ADVERSARIAL_ADVERSARIAL_H_

@@ -1,0 +1,266 @@
+// The adversarial tier, availability: attacks that once denied service,
+// kept running so that they never work again. Each names the defect of
+// the hardening issue it reproduces.
+#include <arpa/inet.h>
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "mycel/v1/cells.grpc.pb.h"
+#include "mycel/v1/node.grpc.pb.h"
+#include "tests/adversarial/adversarial.h"
+
+namespace mycel {
+namespace {
+
+using adversarial::Channel;
+using adversarial::Deadline;
+using adversarial::Elapsed;
+using testing::DaemonProcess;
+using testing::TempDir;
+
+TEST_CASE("200 waiters hold no server thread; every other call answers") {
+  // Defect 6: 15 `mycel wait` calls exhausted the synchronous server's 16
+  // threads, and then shutdown, stop, cell ls and run all failed with
+  // RESOURCE_EXHAUSTED.
+  ADVERSARIAL_NEEDS_ROOT();
+  TempDir dir;
+  DaemonProcess d(dir.path());
+  REQUIRE(d.Start());
+  REQUIRE(d.Cli({"cell", "create", "w"}).exit_code == 0);
+  REQUIRE(
+      d.Cli({"exec", "w", "--name", "long", "--", "sleep", "300"}).exit_code ==
+      0);
+  auto exes = mycel::v1::Executables::NewStub(Channel(d));
+  grpc::CompletionQueue cq;
+  constexpr int kWaiters = 200;
+  struct Waiter {
+    grpc::ClientContext ctx;
+    mycel::v1::Executable exe;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<mycel::v1::Executable>>
+        call;
+  };
+  std::vector<std::unique_ptr<Waiter>> waiters;
+  mycel::v1::ExecutableRef ref;
+  ref.set_cell("w");
+  ref.set_name("long");
+  for (int i = 0; i < kWaiters; ++i) {
+    auto w = std::make_unique<Waiter>();
+    w->ctx.set_deadline(Deadline(std::chrono::seconds(120)));
+    w->call = exes->AsyncWait(&w->ctx, ref, &cq);
+    w->call->Finish(&w->exe, &w->status, w.get());
+    waiters.push_back(std::move(w));
+  }
+  // Let every call reach the server before the others are tried.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Every other kind of call still answers, and promptly.
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"cell", "ls"},
+           {"node", "info"},
+           {"ps"},
+           {"run", "--", "true"},
+           {"exec", "w", "--name", "short", "--", "true"}}) {
+    auto started = std::chrono::steady_clock::now();
+    auto r = d.Cli(args);
+    CHECK_MESSAGE(r.exit_code == 0, args[0], ": ", r.err);
+    CHECK_MESSAGE(Elapsed(started) < std::chrono::seconds(3), args[0]);
+  }
+  // The 200 waiters are all answered, with the status, when it ends.
+  auto stop = d.Cli({"stop", "w/long", "--grace", "1s"});
+  CHECK(stop.exit_code == 0);
+  int answered = 0;
+  void* tag;
+  bool ok;
+  while (answered < kWaiters && cq.Next(&tag, &ok)) {
+    auto* w = static_cast<Waiter*>(tag);
+    CHECK_MESSAGE(w->status.ok(), w->status.error_message());
+    CHECK(w->exe.status().state() == mycel::v1::EXECUTABLE_STATE_EXITED);
+    CHECK(w->exe.status().signal() == SIGTERM);
+    ++answered;
+  }
+  CHECK(answered == kWaiters);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  // A waiter that goes away is forgotten: cancelled calls finish CANCELLED.
+  REQUIRE(
+      d.Cli({"exec", "w", "--name", "again", "--", "sleep", "300"}).exit_code ==
+      0);
+  ref.set_name("again");
+  for (int i = 0; i < 20; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(std::chrono::milliseconds(50)));
+    mycel::v1::Executable out;
+    grpc::Status st = exes->Wait(&ctx, ref, &out);
+    CHECK(st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  CHECK(d.Cli({"node", "info"}).exit_code == 0);
+}
+
+TEST_CASE("the server accepts again once descriptors are free") {
+  // Defect 7: with `ulimit -n 1024`, 1,100 connections, closed again, left
+  // valid clients timing out for good ("Failed accept4: Too many open
+  // files"); the same on the unix socket.
+  ADVERSARIAL_NEEDS_ROOT();
+  TempDir dir;
+  DaemonProcess d(dir.path());
+  // Soft and hard alike, so that the daemon cannot raise it.
+  d.set_wrapper({"/usr/bin/prlimit", "--nofile=256:256", "--"});
+  REQUIRE(d.Start());
+  // Hold 400 connections open on the unix socket: the daemon must refuse
+  // those that would eat into its reserve, not die, not stop accepting.
+  std::vector<int> held;
+  for (int i = 0; i < 400; ++i) {
+    int fd = adversarial::ConnectUnix(d.socket());
+    if (fd >= 0) held.push_back(fd);
+  }
+  CHECK(held.size() >= 300);  // accepted or queued, then refused
+  // While they are held, the daemon still works for what it does itself.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (int fd : held) close(fd);
+  held.clear();
+  // And 1,100 connections opened and closed at once, as in the report.
+  for (int i = 0; i < 1100; ++i) {
+    int fd = adversarial::ConnectUnix(d.socket());
+    if (fd >= 0) close(fd);
+  }
+  // A valid client gets through within seconds.
+  bool served = false;
+  auto started = std::chrono::steady_clock::now();
+  while (!served && Elapsed(started) < std::chrono::seconds(15)) {
+    served = d.Cli({"--timeout", "3", "node", "info"}).exit_code == 0;
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  CHECK(served);
+  CHECK(d.Log().find("too few file descriptors left") != std::string::npos);
+  // The daemon raised nothing (hard limit) and is still the same process.
+  CHECK(kill(d.pid(), 0) == 0);
+}
+
+TEST_CASE("the daemon raises its open-file limit; workloads keep theirs") {
+  ADVERSARIAL_NEEDS_ROOT();
+  TempDir dir;
+  DaemonProcess d(dir.path());
+  d.set_wrapper({"/usr/bin/prlimit", "--nofile=1024:8192", "--"});
+  REQUIRE(d.Start());
+  CHECK(d.Log().find("raised the open file limit\" from=1024 to=8192") !=
+        std::string::npos);
+  auto limit = testing::Shell(absl::StrCat(
+      "grep 'Max open files' /proc/", d.pid(), "/limits | awk '{print $4}'"));
+  CHECK(limit.out == "8192\n");
+  // select(2) breaks above 1024: workloads get the limit the daemon had.
+  auto r = d.Cli({"run", "--", "sh", "-c", "ulimit -n; ulimit -Hn"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "1024\n8192\n");
+}
+
+TEST_CASE("TCP: floods are refused per source, then valid clients get in") {
+  // Defect 7 on the TCP port: unauthenticated connections must be bounded.
+  ADVERSARIAL_NEEDS_ROOT();
+  TempDir dir;
+  adversarial::Pki pki(dir.Sub("pki"));
+  const int port = adversarial::FreePort();
+  DaemonProcess d(dir.path(), pki.ServerFlags(port));
+  d.set_wrapper({"/usr/bin/prlimit", "--nofile=512:512", "--"});
+  REQUIRE(d.Start());
+  // 1,100 connections that never speak TLS, held open.
+  std::vector<int> held;
+  for (int i = 0; i < 1100; ++i) {
+    int fd = adversarial::ConnectTcp(port);
+    if (fd >= 0) held.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The daemon refused most of them (per source, and its reserve) and
+  // lives.
+  CHECK(kill(d.pid(), 0) == 0);
+  std::string log = d.Log();
+  CHECK(
+      (log.find("too many connections from one source") != std::string::npos ||
+       log.find("too few file descriptors left") != std::string::npos));
+  for (int fd : held) close(fd);
+  // The unix socket answered throughout; once the flood is over (the
+  // per-source window is 10 s), TCP clients with certificates do too.
+  CHECK(d.Cli({"node", "info"}).exit_code == 0);
+  bool served = false;
+  auto started = std::chrono::steady_clock::now();
+  while (!served && Elapsed(started) < std::chrono::seconds(25)) {
+    served = pki.Cli(port, {"--timeout", "3", "node", "info"}).exit_code == 0;
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  CHECK(served);
+}
+
+TEST_CASE("a connection that never completes its handshake is dropped") {
+  ADVERSARIAL_NEEDS_ROOT();
+  TempDir dir;
+  adversarial::Pki pki(dir.Sub("pki"));
+  const int port = adversarial::FreePort();
+  DaemonProcess d(dir.path(), pki.ServerFlags(port));
+  REQUIRE(d.Start());
+  int fd = adversarial::ConnectTcp(port);
+  REQUIRE(fd >= 0);
+  // Say nothing. The server closes the connection after its handshake
+  // timeout (10 s): a read then sees EOF.
+  timeval tv{20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  auto started = std::chrono::steady_clock::now();
+  char buf[64];
+  ssize_t n = read(fd, buf, sizeof(buf));
+  CHECK(n == 0);  // EOF: the server closed it (not our read timeout)
+  CHECK(Elapsed(started) < std::chrono::seconds(15));
+  close(fd);
+}
+
+TEST_CASE("no signal the daemon did not ask for ends it") {
+  // Defect 8: with stderr on a pipe whose reader had gone, the next log
+  // line killed the daemon (exit 141) mid-request; SIGUSR1 killed it too.
+  ADVERSARIAL_NEEDS_ROOT();
+  TempDir dir;
+  DaemonProcess d(dir.path());
+  REQUIRE(d.Start());
+  for (int sig :
+       {SIGUSR1,   SIGUSR2,      SIGHUP,   SIGALRM, SIGVTALRM, SIGPROF,
+        SIGIO,     SIGXCPU,      SIGXFSZ,  SIGTSTP, SIGTTIN,   SIGTTOU,
+        SIGSTKFLT, SIGRTMIN + 1, SIGRTMAX, SIGPIPE, SIGSEGV,   SIGBUS,
+        SIGILL,    SIGFPE,       SIGTRAP,  SIGSYS,  SIGABRT}) {
+    REQUIRE(kill(d.pid(), sig) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto r = d.Cli({"node", "health"});
+    CHECK_MESSAGE(r.exit_code == 0, "after signal ", sig, ": ", r.err);
+  }
+  // SIGUSR1 has a meaning: one status line.
+  CHECK(d.Log().find("msg=status") != std::string::npos);
+  CHECK(d.Log().find("fault_signals_ignored=") != std::string::npos);
+
+  // Now with stderr on a pipe nobody reads any more.
+  TempDir dir2;
+  DaemonProcess quiet(dir2.path());
+  int p[2];
+  REQUIRE(pipe2(p, O_CLOEXEC) == 0);
+  quiet.set_stderr(p[1]);
+  REQUIRE(quiet.Start());
+  close(p[1]);
+  close(p[0]);  // the reader goes away
+  for (int i = 0; i < 5; ++i) {
+    // Each call logs a line, which now fails with EPIPE.
+    auto r = quiet.Cli({"cell", "create", absl::StrCat("c", i)});
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
+  }
+  CHECK(kill(quiet.pid(), 0) == 0);
+  CHECK(quiet.Cli({"cell", "ls"}).exit_code == 0);
+}
+
+}  // namespace
+}  // namespace mycel
