@@ -151,6 +151,7 @@ class Keeper {
   UniqueFd controller_;
   bool hello_done_ = false;
   bool had_controller_ = false;
+  size_t max_streams_ = kMaxKeeperStreams;
   std::map<std::string, std::unique_ptr<Stream>> streams_;  // by id
   std::unordered_map<int, Stream*> by_read_fd_;
 };
@@ -193,6 +194,14 @@ absl::StatusOr<bool> Keeper::Start() {
   }
   if (listen(listener_.get(), 8) != 0) {
     return PosixError(absl::StrCat("listen ", socket_path_), errno);
+  }
+  // Each stream holds three descriptors; a few more are the keeper's own.
+  // Refusing an OPEN is better than failing to accept the controller.
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+      nofile.rlim_cur != RLIM_INFINITY) {
+    max_streams_ = std::min<size_t>(
+        max_streams_, nofile.rlim_cur > 64 ? (nofile.rlim_cur - 64) / 3 : 0);
   }
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_) return PosixError("epoll_create1", errno);
@@ -481,9 +490,9 @@ absl::Status Keeper::Open(absl::string_view id, absl::string_view path,
     }
     s->cap = cap;  // a changed cap applies from the next write
   } else {
-    if (streams_.size() >= kMaxKeeperStreams) {
+    if (streams_.size() >= max_streams_) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "the log keeper serves ", kMaxKeeperStreams, " streams, its most"));
+          "the log keeper serves ", max_streams_, " streams, its most"));
     }
     // Two streams on one file, or on a file and its rotated name, would
     // each rotate the other's output away.

@@ -58,7 +58,7 @@ inline constexpr uint32_t kKeeperListEntries = 32;
 inline constexpr uint64_t kMinLogCapBytes = 4096;
 inline constexpr uint64_t kMaxLogCapBytes = uint64_t{1} << 40;
 // Each stream holds three descriptors and up to kKeeperPipeBytes of kernel
-// memory in its pipe.
+// memory in its pipe. Fewer where RLIMIT_NOFILE's hard limit is lower.
 inline constexpr size_t kMaxKeeperStreams = 4096;
 
 enum class KeeperOp : uint32_t {

@@ -277,6 +277,36 @@ TEST_CASE("log keeper client: a keeper that died is started again") {
   CHECK(Read(k.Log("a")) == "before\nafter\n");
 }
 
+TEST_CASE("log keeper: as many streams as its descriptors allow, no more") {
+  KeeperFixture k;
+  LogKeeperClient::Options o = k.Options();
+  // A hard limit of 100 descriptors: 64 kept for its own, 3 per stream.
+  auto spawn = o.spawn;
+  o.spawn = [spawn](const std::vector<std::string>& argv) {
+    std::vector<std::string> limited = {"/usr/bin/prlimit", "--nofile=100:100"};
+    limited.insert(limited.end(), argv.begin(), argv.end());
+    return spawn(limited);
+  };
+  absl::StatusOr<std::unique_ptr<LogKeeperClient>> client =
+      LogKeeperClient::Connect(o);
+  REQUIRE(client.ok());
+  std::vector<UniqueFd> fds;
+  for (int i = 0; i < 12; ++i) {
+    std::string exe = absl::StrCat("e", i);
+    absl::StatusOr<UniqueFd> w = (*client)->Open("c/" + exe, k.Log(exe), 8192);
+    REQUIRE_MESSAGE(w.ok(), w.status().ToString());
+    fds.push_back(*std::move(w));
+  }
+  absl::StatusOr<UniqueFd> more =
+      (*client)->Open("c/more", k.Log("more"), 8192);
+  CHECK(absl::IsResourceExhausted(more.status()));
+  // Its controller is still served, and a new one still accepted.
+  CHECK((*client)->List()->size() == 12);
+  client->reset();
+  auto again = k.Connect();
+  CHECK(again->List()->size() == 12);
+}
+
 // A raw connection, to send what LogKeeperClient never would.
 class RawConnection {
  public:
