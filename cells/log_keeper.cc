@@ -552,6 +552,13 @@ absl::Status Keeper::Open(absl::string_view id, absl::string_view path,
     log::Debug("log stream opened",
                {{"stream", s->id}, {"path", s->path}, {"cap", s->cap}});
   }
+  // Every dup shares one open file: a process that made its stdout
+  // non-blocking (Node.js does) made it so for the next one too, which
+  // would then see EAGAIN on a full pipe instead of waiting.
+  int flags = fcntl(s->write_end.get(), F_GETFL);
+  if (flags >= 0 && (flags & O_NONBLOCK) != 0) {
+    fcntl(s->write_end.get(), F_SETFL, flags & ~O_NONBLOCK);
+  }
   pass->reset(fcntl(s->write_end.get(), F_DUPFD_CLOEXEC, 0));
   if (!*pass) return PosixError("dup pipe", errno);
   reply->bytes_written = s->written;

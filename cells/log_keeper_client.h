@@ -94,7 +94,8 @@ class LogKeeperClient {
   ~LogKeeperClient() = default;
 
   // The write end of stream `id`'s pipe, to become an executable's stdout
-  // and stderr (a new descriptor each call, O_CLOEXEC). The stream is
+  // and stderr (a new descriptor each call, O_CLOEXEC, blocking: a writer
+  // faster than the disk waits on the full pipe). The stream is
   // created, with its file at `path` (absolute, below <state-dir>/logs/)
   // and `cap_bytes` per file, unless it exists: then its pipe is returned
   // (`cap_bytes` replaces the old cap), so that a restarted executable goes

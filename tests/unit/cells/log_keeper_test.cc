@@ -82,7 +82,9 @@ TEST_CASE("log keeper: OPEN, FLUSH, LIST and CLOSE") {
   CHECK(Mode(k.state() + "/logs") == 0700);
   CHECK(Mode(LogKeeperSocketPath(k.state())) == 0600);
 
-  // Opening it again (a restarted executable) gives the same pipe.
+  // Opening it again (a restarted executable) gives the same pipe, blocking
+  // again even if the last process made it non-blocking.
+  REQUIRE(fcntl(w->get(), F_SETFL, O_NONBLOCK) == 0);
   absl::StatusOr<UniqueFd> again = client->Open("c/a", k.Log("a"), 1 << 20);
   REQUIRE(again.ok());
   CHECK(PipeInode(again->get()) == PipeInode(w->get()));
