@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cells/log_file_compat.h"
 #include "cells/names.h"
 #include "cells/spec_validation.h"
 #include "proto/proto_time.h"
@@ -217,7 +218,7 @@ void CellManager::RotateLogs() {
     }
   }
   for (const std::string& p : paths) {
-    absl::StatusOr<bool> r = RotateIfLarger(p, log_cap_bytes_);
+    absl::StatusOr<bool> r = compat::RotateIfLarger(p, log_cap_bytes_);
     if (!r.ok()) log::Warn("log rotation failed", {{"error", r.status()}});
   }
   RunAfter(absl::Seconds(2), [this] { RotateLogs(); });
@@ -674,8 +675,8 @@ absl::Status CellManager::Launch(Cell* cell, Exe* exe,
 
   UniqueFd log_fd;
   if (options.stdout_fd < 0 || options.stderr_fd < 0) {
-    ASSIGN_OR_RETURN(
-        log_fd, OpenLogForAppend(LogPath(cell->spec.name(), exe->spec.name())));
+    ASSIGN_OR_RETURN(log_fd, compat::OpenLogForAppend(
+                                 LogPath(cell->spec.name(), exe->spec.name())));
   }
   ASSIGN_OR_RETURN(CgroupJoin join, cgroups_->OpenJoin(cell->spec.name()));
 

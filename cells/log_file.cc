@@ -4,16 +4,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/sendfile.h>
-#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/fs.h"
 #include "runtime/log.h"
 #include "runtime/status.h"
 
@@ -26,6 +25,28 @@ std::string LogDir(const std::string& state_dir, const std::string& cell) {
 std::string LogPath(const std::string& state_dir, const std::string& cell,
                     const std::string& exe) {
   return absl::StrCat(LogDir(state_dir, cell), "/", exe, ".log");
+}
+
+std::string RotatedLogPath(const std::string& path) { return path + ".1"; }
+
+std::optional<uint64_t> ReadStreamOffset(int fd) {
+  char buf[32];
+  ssize_t n = fgetxattr(fd, kLogStreamOffsetXattr, buf, sizeof(buf));
+  uint64_t offset = 0;
+  if (n <= 0 || !absl::SimpleAtoi(
+                    absl::string_view(buf, static_cast<size_t>(n)), &offset)) {
+    return std::nullopt;
+  }
+  return offset;
+}
+
+absl::Status WriteStreamOffset(int fd, uint64_t offset) {
+  std::string value = absl::StrCat(offset);
+  if (fsetxattr(fd, kLogStreamOffsetXattr, value.data(), value.size(), 0) !=
+      0) {
+    return PosixError(absl::StrCat("set ", kLogStreamOffsetXattr), errno);
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -87,66 +108,6 @@ void EmptyLogTrash(const std::string& state_dir) {
   }
   closedir(d);
   for (const std::string& dir : trash) RemoveLogDir(dir);
-}
-
-absl::StatusOr<UniqueFd> OpenLogForAppend(const std::string& path) {
-  RETURN_IF_ERROR(MakeDirs(path.substr(0, path.rfind('/')), 0750));
-  UniqueFd fd(
-      open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
-  if (!fd) return PosixError(absl::StrCat("open log ", path), errno);
-  return fd;
-}
-
-absl::StatusOr<bool> RotateIfLarger(const std::string& path,
-                                    int64_t cap_bytes) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return false;
-    return PosixError(absl::StrCat("stat ", path), errno);
-  }
-  if (st.st_size <= cap_bytes) return false;
-  std::string rotated = path + ".1";
-  UniqueFd in(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in) return PosixError(absl::StrCat("open ", path), errno);
-  UniqueFd out(
-      open(rotated.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640));
-  if (!out) return PosixError(absl::StrCat("open ", rotated), errno);
-  off_t offset = 0;
-  while (offset < st.st_size) {
-    ssize_t n = sendfile(out.get(), in.get(), &offset, st.st_size - offset);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return PosixError(absl::StrCat("copy ", path, " to ", rotated), errno);
-    }
-    if (n == 0) break;
-  }
-  if (truncate(path.c_str(), 0) != 0) {
-    return PosixError(absl::StrCat("truncate ", path), errno);
-  }
-  return true;
-}
-
-absl::StatusOr<std::string> ReadTail(const std::string& path, int lines) {
-  std::string all;
-  for (const std::string& p : {path + ".1", path}) {
-    absl::StatusOr<std::string> part = ReadFile(p);
-    if (!part.ok()) {
-      if (part.status().code() == absl::StatusCode::kNotFound) continue;
-      return part.status();
-    }
-    all += *part;
-  }
-  if (lines <= 0) return all;
-  // Walk back over `lines` newlines; a final line without one counts too.
-  size_t end = all.size();
-  if (end > 0 && all[end - 1] == '\n') --end;
-  size_t pos = end;
-  int seen = 0;
-  while (pos > 0) {
-    if (all[pos - 1] == '\n' && ++seen == lines) break;
-    --pos;
-  }
-  return all.substr(pos);
 }
 
 }  // namespace mycel::cells

@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "cells/log_keeper.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/init/pid1.h"
@@ -42,6 +44,16 @@ void UseKernelLog() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The log keeper is this binary too (cells/log_keeper.h); it shares
+  // none of the daemon's set-up.
+  if (argc >= 2 && strcmp(argv[1], mycel::cells::kLogKeeperFlag) == 0) {
+    if (argc != 3) {
+      fprintf(stderr, "usage: myceld %s STATE_DIR\n",
+              mycel::cells::kLogKeeperFlag);
+      return 2;
+    }
+    return mycel::cells::LogKeeperMain(argv[2]);
+  }
   const absl::Duration main_entered = mycel::BootClockNow();
   // Before anything can write to a pipe or a socket whose reader is gone:
   // such a write must fail with EPIPE, not end the daemon. The event loop

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cells/log_file.h"
+#include "cells/log_file_compat.h"
 #include "cells/run_session.h"
 #include "cells/spec_validation.h"
 #include "daemon/server/reactor_state.h"
@@ -292,7 +293,8 @@ grpc::Status ExecutablesService::Logs(
       (*manager_)->Get(req->cell(), req->name());
   if (!exe.ok()) return ToGrpc(exe.status());
   std::string path = (*manager_)->LogPath(req->cell(), req->name());
-  absl::StatusOr<std::string> head = cells::ReadTail(path, req->tail_lines());
+  absl::StatusOr<std::string> head =
+      cells::compat::ReadTail(path, req->tail_lines());
   if (!head.ok()) return ToGrpc(head.status());
   if (!head->empty()) {
     mycel::v1::LogChunk chunk;

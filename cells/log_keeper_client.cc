@@ -1,0 +1,346 @@
+#include "cells/log_keeper_client.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cells/log_keeper.h"
+#include "runtime/spawn/spawn.h"
+#include "runtime/status.h"
+
+namespace mycel::cells {
+
+absl::StatusOr<pid_t> SpawnKeeperProcess(const std::vector<std::string>& argv) {
+  SpawnRequest req;
+  req.argv = argv;
+  req.stderr_fd = STDERR_FILENO;
+  absl::StatusOr<Child> child = Spawn(req);
+  if (!child.ok()) return child.status();
+  return child->pid();
+}
+
+namespace {
+
+absl::Status KeeperError(int32_t code, absl::string_view message) {
+  auto c = static_cast<absl::StatusCode>(code);
+  if (code <= 0 ||
+      code > static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
+    c = absl::StatusCode::kUnknown;
+  }
+  return absl::Status(c, absl::StrCat("log keeper: ", message));
+}
+
+void SetTimeout(int fd, int option, absl::Duration d) {
+  struct timeval tv = absl::ToTimeval(d);
+  setsockopt(fd, SOL_SOCKET, option, &tv, sizeof(tv));
+}
+
+KeeperRequest NewRequest(KeeperOp op) {
+  KeeperRequest r;
+  memset(&r, 0, sizeof(r));
+  r.magic = kKeeperMagic;
+  r.op = static_cast<uint32_t>(op);
+  return r;
+}
+
+absl::StatusOr<KeeperRequest> StreamRequest(KeeperOp op,
+                                            const std::string& id) {
+  KeeperRequest r = NewRequest(op);
+  if (!SetKeeperField(r.id, id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("log stream id \"", id, "\": longer than ",
+                     kKeeperIdBytes - 1, " bytes, or holds a NUL"));
+  }
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LogKeeperClient>> LogKeeperClient::Connect(
+    const std::string& state_dir) {
+  Options options;
+  options.state_dir = state_dir;
+  return Connect(std::move(options));
+}
+
+absl::StatusOr<std::unique_ptr<LogKeeperClient>> LogKeeperClient::Connect(
+    Options options) {
+  std::string& dir = options.state_dir;
+  if (dir.empty()) return absl::InvalidArgumentError("state_dir: empty");
+  if (dir[0] != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) == nullptr) return PosixError("getcwd", errno);
+    dir = absl::StrCat(cwd, "/", dir);
+  }
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  // A keeper started for a missing directory would only fail to start,
+  // and the wait for it say less than this.
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    return PosixError(absl::StrCat("state dir ", dir), errno);
+  }
+  if (!options.spawn) options.spawn = SpawnKeeperProcess;
+  std::unique_ptr<LogKeeperClient> client(
+      new LogKeeperClient(std::move(options)));
+  absl::MutexLock lock(&client->mu_);
+  RETURN_IF_ERROR(client->EnsureConnected());
+  return client;
+}
+
+LogKeeperClient::LogKeeperClient(Options options)
+    : options_(std::move(options)),
+      socket_path_(LogKeeperSocketPath(options_.state_dir)) {}
+
+pid_t LogKeeperClient::keeper_pid() const {
+  absl::MutexLock lock(&mu_);
+  return keeper_pid_;
+}
+
+absl::Status LogKeeperClient::EnsureConnected() {
+  if (sock_) return absl::OkStatus();
+  absl::Status s = TryConnect();
+  if (!absl::IsUnavailable(s)) return s;
+  std::vector<std::string> argv = {options_.binary, kLogKeeperFlag,
+                                   options_.state_dir};
+  absl::StatusOr<pid_t> pid = options_.spawn(argv);
+  if (!pid.ok()) return Annotate(pid.status(), "start the log keeper");
+  // It answers once it has bound its socket: a few milliseconds. A keeper
+  // that found another one already serving exits, and the other answers.
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
+  for (;;) {
+    s = TryConnect();
+    if (!absl::IsUnavailable(s)) return s;
+    if (absl::Now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "the log keeper (pid ", *pid, ") did not answer on ", socket_path_,
+          " within ", absl::FormatDuration(options_.start_timeout), ": ",
+          s.message()));
+    }
+    // A refused connect costs microseconds; polling often answers sooner.
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+absl::Status LogKeeperClient::TryConnect() {
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (socket_path_.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("log keeper socket path ", socket_path_,
+                     " is longer than ", sizeof(addr.sun_path) - 1, " bytes"));
+  }
+  memcpy(addr.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
+  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd) return PosixError("socket", errno);
+  if (connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr),
+              sizeof(addr)) != 0) {
+    int err = errno;
+    if (err == ENOENT || err == ECONNREFUSED) {
+      return absl::UnavailableError(
+          absl::StrCat("no log keeper listens on ", socket_path_));
+    }
+    return PosixError(absl::StrCat("connect ", socket_path_), err);
+  }
+  SetTimeout(fd.get(), SO_RCVTIMEO, options_.call_timeout);
+  SetTimeout(fd.get(), SO_SNDTIMEO, options_.call_timeout);
+  sock_ = std::move(fd);
+  KeeperRequest hello = NewRequest(KeeperOp::kHello);
+  hello.version = kKeeperProtocolVersion;
+  KeeperReply reply;
+  bool lost = false;
+  absl::Status s = Exchange(hello, &reply, nullptr, nullptr, &lost);
+  if (lost) {
+    // A keeper on its way out (it had nothing left to serve).
+    sock_.reset();
+    return absl::UnavailableError("the log keeper hung up on HELLO");
+  }
+  if (s.ok() && reply.version != kKeeperProtocolVersion) {
+    s = absl::FailedPreconditionError(
+        absl::StrCat("log keeper: speaks protocol version ", reply.version,
+                     ", this daemon ", kKeeperProtocolVersion));
+  }
+  if (!s.ok()) {
+    sock_.reset();
+    return s;
+  }
+  keeper_pid_ = reply.pid;
+  return absl::OkStatus();
+}
+
+absl::Status LogKeeperClient::Exchange(const KeeperRequest& request,
+                                       KeeperReply* reply,
+                                       std::vector<KeeperListEntry>* entries,
+                                       UniqueFd* fd, bool* lost) {
+  *lost = false;
+  ssize_t sent;
+  do {
+    sent = send(sock_.get(), &request, sizeof(request), MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  // A keeper may have answered and hung up before the send (one that
+  // cannot serve us says why, then closes): read what is there regardless.
+  const bool send_failed = sent < 0;
+  std::vector<char> in(kKeeperMaxReplyBytes);
+  alignas(struct cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+  struct iovec iov = {in.data(), in.size()};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = recvmsg(sock_.get(), &msg,
+                MSG_CMSG_CLOEXEC | (send_failed ? MSG_DONTWAIT : 0));
+  } while (n < 0 && errno == EINTR);
+  // Whatever descriptors came are ours to close, whatever else happens.
+  std::vector<UniqueFd> fds;
+  if (n >= 0) {
+    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
+         c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int f;
+        memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        fds.emplace_back(f);
+      }
+    }
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !send_failed) {
+    sock_.reset();
+    return absl::DeadlineExceededError(
+        absl::StrCat("log keeper: no reply within ",
+                     absl::FormatDuration(options_.call_timeout)));
+  }
+  if (n <= 0) {
+    *lost = true;
+    return absl::UnavailableError("log keeper: connection lost");
+  }
+  auto malformed = [this](absl::string_view why) {
+    mu_.AssertHeld();
+    sock_.reset();
+    return absl::InternalError(absl::StrCat("log keeper: bad reply: ", why));
+  };
+  if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+    return malformed("truncated");
+  }
+  if (static_cast<size_t>(n) < sizeof(KeeperReply)) return malformed("short");
+  memcpy(reply, in.data(), sizeof(KeeperReply));
+  if (reply->magic != kKeeperMagic) return malformed("magic");
+  if (reply->code != 0) {
+    if (send_failed) sock_.reset();
+    std::optional<absl::string_view> m = GetKeeperField(reply->message);
+    return KeeperError(reply->code, m.value_or("(no message)"));
+  }
+  if (send_failed) {
+    *lost = true;
+    return absl::UnavailableError("log keeper: connection lost");
+  }
+  if (reply->op != request.op) return malformed("answers another request");
+  const size_t extra = static_cast<size_t>(n) - sizeof(KeeperReply);
+  if (reply->count > kKeeperListEntries ||
+      extra != reply->count * sizeof(KeeperListEntry) ||
+      (reply->count > 0 && entries == nullptr)) {
+    return malformed("entries");
+  }
+  if (entries != nullptr) {
+    entries->resize(reply->count);
+    memcpy(entries->data(), in.data() + sizeof(KeeperReply), extra);
+  }
+  if (fd != nullptr) {
+    if (fds.size() != 1) return malformed("no descriptor");
+    *fd = std::move(fds[0]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogKeeperClient::Call(const KeeperRequest& request,
+                                   KeeperReply* reply,
+                                   std::vector<KeeperListEntry>* entries,
+                                   UniqueFd* fd) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    RETURN_IF_ERROR(EnsureConnected());
+    bool lost = false;
+    absl::Status s = Exchange(request, reply, entries, fd, &lost);
+    if (!lost) {
+      // The first CLOSE may have been done before its reply was lost.
+      if (attempt > 0 && absl::IsNotFound(s) &&
+          request.op == static_cast<uint32_t>(KeeperOp::kClose)) {
+        memset(reply, 0, sizeof(*reply));
+        return absl::OkStatus();
+      }
+      return s;
+    }
+    sock_.reset();
+  }
+  return absl::UnavailableError("log keeper: connection lost twice");
+}
+
+absl::StatusOr<UniqueFd> LogKeeperClient::Open(const std::string& id,
+                                               const std::string& path,
+                                               uint64_t cap_bytes) {
+  ASSIGN_OR_RETURN(KeeperRequest req, StreamRequest(KeeperOp::kOpen, id));
+  if (!SetKeeperField(req.path, path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("log path ", path, ": longer than ", kKeeperPathBytes - 1,
+                     " bytes, or holds a NUL"));
+  }
+  req.cap_bytes = cap_bytes;
+  absl::MutexLock lock(&mu_);
+  KeeperReply reply;
+  UniqueFd fd;
+  RETURN_IF_ERROR(Call(req, &reply, nullptr, &fd));
+  return fd;
+}
+
+absl::StatusOr<LogStreamCounts> LogKeeperClient::Flush(const std::string& id) {
+  ASSIGN_OR_RETURN(KeeperRequest req, StreamRequest(KeeperOp::kFlush, id));
+  absl::MutexLock lock(&mu_);
+  KeeperReply reply;
+  RETURN_IF_ERROR(Call(req, &reply, nullptr, nullptr));
+  return LogStreamCounts{reply.bytes_written, reply.bytes_dropped};
+}
+
+absl::StatusOr<LogStreamCounts> LogKeeperClient::Close(const std::string& id) {
+  ASSIGN_OR_RETURN(KeeperRequest req, StreamRequest(KeeperOp::kClose, id));
+  absl::MutexLock lock(&mu_);
+  KeeperReply reply;
+  RETURN_IF_ERROR(Call(req, &reply, nullptr, nullptr));
+  return LogStreamCounts{reply.bytes_written, reply.bytes_dropped};
+}
+
+absl::StatusOr<std::vector<LogStreamInfo>> LogKeeperClient::List() {
+  std::vector<LogStreamInfo> out;
+  std::string cursor;
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    ASSIGN_OR_RETURN(KeeperRequest req, StreamRequest(KeeperOp::kList, cursor));
+    KeeperReply reply;
+    std::vector<KeeperListEntry> entries;
+    RETURN_IF_ERROR(Call(req, &reply, &entries, nullptr));
+    for (const KeeperListEntry& e : entries) {
+      LogStreamInfo& info = out.emplace_back();
+      info.id = std::string(GetKeeperField(e.id).value_or(""));
+      info.path = std::string(GetKeeperField(e.path).value_or(""));
+      info.cap_bytes = e.cap_bytes;
+      info.bytes_written = e.bytes_written;
+      info.bytes_dropped = e.bytes_dropped;
+    }
+    if (reply.more == 0 || entries.empty()) break;
+    cursor = out.back().id;
+  }
+  return out;
+}
+
+}  // namespace mycel::cells
