@@ -17,7 +17,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "cells/log_file_compat.h"
 #include "cells/names.h"
 #include "cells/spec_validation.h"
 #include "proto/proto_time.h"
@@ -160,6 +159,7 @@ CellManager::CellManager(Options options, CellStore store)
       reaper_(options.reaper),
       io_(options.io),
       cgroups_(std::move(options.cgroups)),
+      log_keeper_(options.log_keeper),
       log_cap_bytes_(options.log_cap_bytes),
       num_cpus_(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))),
       num_memory_nodes_(PossibleMemoryNodes()),
@@ -188,7 +188,6 @@ absl::StatusOr<std::unique_ptr<CellManager>> CellManager::Create(
   CellStore store(options.store);
   std::unique_ptr<CellManager> m(new CellManager(std::move(options), store));
   RETURN_IF_ERROR(m->Recover());
-  m->RunAfter(absl::Seconds(2), [raw = m.get()] { raw->RotateLogs(); });
   return m;
 }
 
@@ -208,20 +207,25 @@ void CellManager::RunAfter(absl::Duration delay, std::function<void()> fn) {
   });
 }
 
-void CellManager::RotateLogs() {
-  std::vector<std::string> paths;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [cname, cell] : cells_) {
-      for (const auto& [ename, exe] : cell->exes)
-        paths.push_back(LogPath(cname, ename));
+absl::Status CellManager::FlushLog(const std::string& cell,
+                                   const std::string& name) {
+  absl::StatusOr<LogStreamCounts> flushed =
+      log_keeper_->Flush(LogStreamId(cell, name));
+  // NOT_FOUND: no stream (the executable never started, or its keeper
+  // went away): what is on disk is all there is.
+  if (absl::IsNotFound(flushed.status())) return absl::OkStatus();
+  return flushed.status();
+}
+
+void CellManager::CloseLogStreams(const std::string& cell,
+                                  const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    absl::Status s = log_keeper_->Close(LogStreamId(cell, name)).status();
+    if (!s.ok() && !absl::IsNotFound(s)) {
+      log::Warn("cannot close a log stream",
+                {{"cell", cell}, {"exe", name}, {"error", s}});
     }
   }
-  for (const std::string& p : paths) {
-    absl::StatusOr<bool> r = compat::RotateIfLarger(p, log_cap_bytes_);
-    if (!r.ok()) log::Warn("log rotation failed", {{"error", r.status()}});
-  }
-  RunAfter(absl::Seconds(2), [this] { RotateLogs(); });
 }
 
 absl::StatusOr<std::unique_ptr<CellManager::Cell>> CellManager::Prepare(
@@ -579,6 +583,11 @@ absl::Status CellManager::DeleteCell(const std::string& name, bool force) {
     // cell of the same name starts with none; removed in the background,
     // because removing files waits for the disk where the filesystem
     // discards freed blocks.
+    // The keeper lets go of the cell's log files first, or its next write
+    // would recreate them under the cell's name.
+    std::vector<std::string> exe_names;
+    for (const auto& [n, exe] : cell->exes) exe_names.push_back(n);
+    CloseLogStreams(name, exe_names);
     trash = MoveLogDirToTrash(state_dir_, name);
     cells_.erase(name);
     Changed();
@@ -673,10 +682,17 @@ absl::Status CellManager::Launch(Cell* cell, Exe* exe,
   ASSIGN_OR_RETURN(std::string program,
                    ResolveCommand(exe->spec.command(0), env, rootfs));
 
+  // Output goes to the log keeper's pipe for this executable (the same
+  // pipe across restarts), which copies it into its capped log files.
   UniqueFd log_fd;
   if (options.stdout_fd < 0 || options.stderr_fd < 0) {
-    ASSIGN_OR_RETURN(log_fd, compat::OpenLogForAppend(
-                                 LogPath(cell->spec.name(), exe->spec.name())));
+    const std::string& cname = cell->spec.name();
+    const std::string& ename = exe->spec.name();
+    absl::StatusOr<UniqueFd> pipe =
+        log_keeper_->Open(LogStreamId(cname, ename), LogPath(cname, ename),
+                          static_cast<uint64_t>(log_cap_bytes_));
+    if (!pipe.ok()) return Annotate(pipe.status(), "log keeper");
+    log_fd = *std::move(pipe);
   }
   ASSIGN_OR_RETURN(CgroupJoin join, cgroups_->OpenJoin(cell->spec.name()));
 
@@ -1145,6 +1161,11 @@ absl::Status CellManager::Recover() {
     const std::string& name = row.spec.name();
     RemoveCgroup(name);
     absl::Status s = store_.DeleteCell(name);
+    std::vector<std::string> exe_names;
+    for (const ExecutableRow& exe : exe_rows) {
+      if (exe.spec.cell() == name) exe_names.push_back(exe.spec.name());
+    }
+    CloseLogStreams(name, exe_names);
     absl::StatusOr<std::string> trash = MoveLogDirToTrash(state_dir_, name);
     if (trash.ok()) {
       background_.Post([dir = *std::move(trash)] { RemoveLogDir(dir); });
@@ -1266,6 +1287,29 @@ absl::Status CellManager::Recover() {
       raw->status.set_state(mycel::v1::EXECUTABLE_STATE_EXITED);
     }
     Persist(*raw).IgnoreError();  // logged
+  }
+  // Streams the keeper still serves for executables that are gone (their
+  // cell was deleted while no daemon ran, or was a throwaway one) end.
+  absl::StatusOr<std::vector<LogStreamInfo>> streams =
+      log_keeper_->ListIfRunning();
+  if (streams.ok()) {
+    for (const LogStreamInfo& stream : *streams) {
+      const size_t slash = stream.id.find('/');
+      absl::StatusOr<Exe*> exe =
+          slash == std::string::npos
+              ? absl::StatusOr<Exe*>(absl::NotFoundError(stream.id))
+              : FindExe(stream.id.substr(0, slash),
+                        stream.id.substr(slash + 1));
+      if (exe.ok()) continue;
+      absl::Status s = log_keeper_->Close(stream.id).status();
+      if (!s.ok() && !absl::IsNotFound(s)) {
+        log::Warn("cannot close a stale log stream",
+                  {{"stream", stream.id}, {"error", s}});
+      }
+    }
+  } else {
+    log::Warn("cannot list the log keeper's streams",
+              {{"error", streams.status()}});
   }
   log::Info("cells recovered", {{"cells", static_cast<int64_t>(cells_.size())},
                                 {"executables_adopted", adopted},

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "cells/cell_store.h"
 #include "cells/log_file.h"
+#include "cells/log_keeper_client.h"
 #include "cells/restart.h"
 #include "daemon/init/reaper.h"
 #include "mycel/v1/cells.pb.h"
@@ -42,6 +43,7 @@ class CellManager {
   struct Options {
     std::string state_dir;
     store::Store* store = nullptr;          // must outlive the manager
+    LogKeeperClient* log_keeper = nullptr;  // must outlive the manager
     Reaper* reaper = nullptr;               // must outlive the manager
     boost::asio::io_context* io = nullptr;  // must outlive the manager
     std::unique_ptr<CgroupDriver> cgroups;
@@ -117,6 +119,9 @@ class CellManager {
   // may have been called already).
   void CancelEndWatch(EndWatch id) ABSL_LOCKS_EXCLUDED(mu_);
   std::string LogPath(const std::string& cell, const std::string& name) const;
+  // Has the log keeper copy what the executable wrote so far into its log
+  // file (see LogKeeperClient::Flush), so that a reader sees all of it.
+  absl::Status FlushLog(const std::string& cell, const std::string& name);
 
   // Stops every executable (SIGTERM, `grace`, SIGKILL) and every cell init,
   // for a PID-1 shutdown. Runs on the event-loop thread and reaps itself.
@@ -219,7 +224,9 @@ class CellManager {
   // already gone).
   void RemoveCgroup(const std::string& cgroup);
   void RunAfter(absl::Duration delay, std::function<void()> fn);
-  void RotateLogs() ABSL_LOCKS_EXCLUDED(mu_);
+  // Closes the keeper's streams of `names` in `cell` (gone for good).
+  void CloseLogStreams(const std::string& cell,
+                       const std::vector<std::string>& names);
   mycel::v1::Cell ToProto(const Cell& cell) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   mycel::v1::Executable ToProto(const Exe& exe) const;
@@ -232,6 +239,7 @@ class CellManager {
   Reaper* const reaper_;
   boost::asio::io_context* const io_;
   const std::unique_ptr<CgroupDriver> cgroups_;
+  LogKeeperClient* const log_keeper_;
   const int64_t log_cap_bytes_;
   const int num_cpus_;
   const int num_memory_nodes_;

@@ -41,6 +41,12 @@ std::string LogPath(const std::string& state_dir, const std::string& cell,
 // Where `path` goes when it is rotated: path + ".1".
 std::string RotatedLogPath(const std::string& path);
 
+// The log keeper's id of an executable's output stream: "<cell>/<exe>".
+inline std::string LogStreamId(const std::string& cell,
+                               const std::string& exe) {
+  return cell + "/" + exe;
+}
+
 // kLogStreamOffsetXattr of the open file `fd`; nullopt when it has none or
 // the filesystem keeps no user extended attributes.
 std::optional<uint64_t> ReadStreamOffset(int fd);

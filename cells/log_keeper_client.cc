@@ -93,9 +93,23 @@ absl::StatusOr<std::unique_ptr<LogKeeperClient>> LogKeeperClient::Connect(
   if (!options.spawn) options.spawn = SpawnKeeperProcess;
   std::unique_ptr<LogKeeperClient> client(
       new LogKeeperClient(std::move(options)));
-  absl::MutexLock lock(&client->mu_);
-  RETURN_IF_ERROR(client->EnsureConnected());
+  if (client->options_.connect_now) {
+    absl::MutexLock lock(&client->mu_);
+    RETURN_IF_ERROR(client->EnsureConnected());
+  }
   return client;
+}
+
+absl::StatusOr<std::vector<LogStreamInfo>> LogKeeperClient::ListIfRunning() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!sock_) {
+      absl::Status s = TryConnect();
+      if (absl::IsUnavailable(s)) return std::vector<LogStreamInfo>{};
+      RETURN_IF_ERROR(s);
+    }
+  }
+  return List();
 }
 
 LogKeeperClient::LogKeeperClient(Options options)

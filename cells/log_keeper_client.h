@@ -81,6 +81,10 @@ class LogKeeperClient {
     // How long one reply may take before the call fails (DEADLINE_EXCEEDED)
     // and the connection is dropped.
     absl::Duration call_timeout = absl::Seconds(10);
+    // Connect (and start a keeper if none runs) in Connect; when false, on
+    // the first call that needs one, so that a daemon that starts no
+    // executable starts no keeper.
+    bool connect_now = true;
   };
 
   // Connects to the running keeper, or starts one and connects.
@@ -114,6 +118,9 @@ class LogKeeperClient {
   absl::StatusOr<LogStreamCounts> Close(const std::string& id);
   // Every stream the keeper serves, in id order.
   absl::StatusOr<std::vector<LogStreamInfo>> List();
+  // Like List, of a keeper that runs already: none is started, and none
+  // running means no streams.
+  absl::StatusOr<std::vector<LogStreamInfo>> ListIfRunning();
 
   // The pid of the keeper last connected to, -1 before any.
   pid_t keeper_pid() const ABSL_LOCKS_EXCLUDED(mu_);

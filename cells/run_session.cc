@@ -159,23 +159,23 @@ void RunSession::MaybeFinish() {
   watching_end_ = true;
   // The pipes close when the command and everything it started have
   // closed them; its own exit may still be on its way through the reaper.
-  end_watch_ =
-      manager_->WatchEnd(cell_, "main",
-                         [weak = weak_from_this(),
-                          io = io_](absl::StatusOr<mycel::v1::Executable> exe) {
-                           boost::asio::post(*io, [weak, exe = std::move(exe)] {
-                             auto self = weak.lock();
-                             if (!self || self->cancelled_) return;
-                             self->end_watch_ = 0;
-                             if (!exe.ok()) {
-                               self->sink_->End(exe.status());
-                               return;
-                             }
-                             mycel::v1::RunEvent last;
-                             *last.mutable_exit() = exe->status();
-                             self->sink_->End(std::move(last));
-                           });
-                         });
+  end_watch_ = manager_->WatchEnd(
+      cell_, "main",
+      [weak = weak_from_this(),
+       io = io_](absl::StatusOr<mycel::v1::Executable> exe) {
+        boost::asio::post(*io, [weak, exe = std::move(exe)] {
+          auto self = weak.lock();
+          if (!self || self->cancelled_) return;
+          self->end_watch_ = 0;
+          if (!exe.ok()) {
+            self->sink_->End(exe.status(), std::nullopt);
+            return;
+          }
+          mycel::v1::RunEvent last;
+          *last.mutable_exit() = exe->status();
+          self->sink_->End(absl::OkStatus(), std::move(last));
+        });
+      });
 }
 
 void RunSession::Cancel() {

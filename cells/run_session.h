@@ -16,24 +16,17 @@
 
 #include "absl/status/statusor.h"
 #include "cells/cell_manager.h"
+#include "cells/stream_sink.h"
 #include "mycel/v1/cells.pb.h"
 
 namespace mycel::cells {
 
 class RunSession : public std::enable_shared_from_this<RunSession> {
  public:
-  // Receives the command's output and its end, on the io_context's thread.
-  class Sink {
-   public:
-    virtual ~Sink() = default;
-    // A chunk of stdout or stderr. No further Output comes until Resume(),
-    // so a client that reads slowly slows the command (its pipes fill)
-    // instead of growing the daemon's memory.
-    virtual void Output(mycel::v1::RunEvent event) = 0;
-    // The last call: how the command ended (an exit event), once its pipes
-    // are closed and its exit is known; or why the session failed.
-    virtual void End(absl::StatusOr<mycel::v1::RunEvent> last) = 0;
-  };
+  // Receives the command's output (stdout or stderr chunks, at most
+  // kChunkBytes each) and, at the end, its exit event once its pipes are
+  // closed and its exit is known; on the io_context's thread.
+  using Sink = StreamSink<mycel::v1::RunEvent>;
 
   // Largest chunk of output in one Output call.
   static constexpr size_t kChunkBytes = 64 * 1024;

@@ -317,7 +317,39 @@ void Daemon::StartCells(const HostInfo& host) {
       NewCgroupDriver(host.cgroup_mode, "/sys/fs/cgroup", CgroupSubtree());
   absl::Status s = driver.status();
   if (s.ok()) {
+    // The log keeper outlives the daemon (it holds the workloads' output
+    // pipes); it is started through the reaper, which collects it if it
+    // ends while this daemon runs, and only once an executable needs it.
+    cells::LogKeeperClient::Options keeper;
+    keeper.state_dir = config_.state_dir();
+    keeper.connect_now = false;
+    keeper.spawn =
+        [this](const std::vector<std::string>& argv) -> absl::StatusOr<pid_t> {
+      SpawnRequest req;
+      req.argv = argv;
+      req.stderr_fd = STDERR_FILENO;
+      return reaper_.Spawning([&]() -> absl::StatusOr<pid_t> {
+        reaper_.mu()->AssertHeld();
+        ASSIGN_OR_RETURN(Child keeper, Spawn(req));
+        reaper_.WatchLocked(keeper.pid(), [](const ChildExit& e) {
+          log::Info("log keeper exited", {{"pid", static_cast<int64_t>(e.pid)},
+                                          {"status", e.status},
+                                          {"signaled", e.signaled()}});
+        });
+        return keeper.pid();
+      });
+    };
+    absl::StatusOr<std::unique_ptr<cells::LogKeeperClient>> client =
+        cells::LogKeeperClient::Connect(std::move(keeper));
+    if (!client.ok()) {
+      s = Annotate(client.status(), "log keeper");
+    } else {
+      log_keeper_ = *std::move(client);
+    }
+  }
+  if (s.ok()) {
     cells::CellManager::Options opts;
+    opts.log_keeper = log_keeper_.get();
     opts.state_dir = config_.state_dir();
     opts.store = store_.get();
     opts.reaper = &reaper_;

@@ -90,6 +90,7 @@ class Daemon {
   std::optional<PidLock> socket_lock_;
   std::unique_ptr<store::Store> store_;
   Reaper reaper_;
+  std::unique_ptr<cells::LogKeeperClient> log_keeper_;
   std::unique_ptr<cells::CellManager> cells_;
   absl::Status cells_unavailable_;
   std::vector<std::unique_ptr<ServiceSet>> services_;

@@ -11,8 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "cells/log_file.h"
-#include "cells/log_file_compat.h"
+#include "cells/log_stream.h"
 #include "cells/run_session.h"
 #include "cells/spec_validation.h"
 #include "daemon/server/reactor_state.h"
@@ -133,74 +132,10 @@ class EndReactor final : public grpc::ServerUnaryReactor {
   cells::CellManager::EndWatch watch_ = 0;
 };
 
-// Cells.Run: adapts a RunSession (cells/run_session.h) to a server stream.
-class RunReactor final : public grpc::ServerWriteReactor<mycel::v1::RunEvent>,
-                         public cells::RunSession::Sink {
- public:
-  RunReactor(cells::CellManager* manager, boost::asio::io_context* io,
-             const mycel::v1::RunRequest& request)
-      : state_(std::make_shared<ReactorState<RunReactor>>(io, this)) {
-    absl::StatusOr<std::shared_ptr<cells::RunSession>> session =
-        cells::RunSession::Start(manager, io, request, this);
-    if (!session.ok()) {
-      const grpc::Status status = ToGrpc(session.status());
-      state_->Post([status](RunReactor* r) {
-        if (r->state_->TakeFinish()) r->Finish(status);
-      });
-      return;
-    }
-    // The session is touched on the loop only; it starts reading there.
-    state_->Post([session = *std::move(session)](RunReactor* r) {
-      r->session_ = session;
-    });
-  }
-
-  // RunSession::Sink, on the loop.
-  void Output(mycel::v1::RunEvent event) override {
-    event_ = std::move(event);
-    StartWrite(&event_);
-  }
-  void End(absl::StatusOr<mycel::v1::RunEvent> last) override {
-    if (!state_->TakeFinish()) return;
-    if (!last.ok()) {
-      Finish(ToGrpc(last.status()));
-      return;
-    }
-    event_ = *std::move(last);
-    // Sent together with the status, in one write instead of two.
-    StartWriteAndFinish(&event_, grpc::WriteOptions(), grpc::Status::OK);
-  }
-
-  void OnWriteDone(bool ok) override {
-    state_->Post([ok](RunReactor* r) {
-      if (ok) {
-        if (r->session_ != nullptr) r->session_->Resume();
-        return;
-      }
-      r->Abandon("the client stopped reading");
-    });
-  }
-  void OnCancel() override {
-    state_->Post([](RunReactor* r) { r->Abandon("the client went away"); });
-  }
-  void OnDone() override {
-    // The session (and with it the cell) goes on the loop, with the
-    // reactor: ReactorState::Release deletes it there.
-    state_->Release();
-  }
-
- private:
-  void Abandon(absl::string_view why) {
-    if (session_ != nullptr) session_->Cancel();
-    if (state_->TakeFinish()) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, std::string(why)));
-    }
-  }
-
-  std::shared_ptr<ReactorState<RunReactor>> state_;
-  std::shared_ptr<cells::RunSession> session_;
-  mycel::v1::RunEvent event_;
-};
+using RunReactor = SessionReactor<cells::RunSession, cells::CellManager,
+                                  mycel::v1::RunRequest, mycel::v1::RunEvent>;
+using LogsReactor = SessionReactor<cells::LogStream, cells::CellManager,
+                                   mycel::v1::LogsRequest, mycel::v1::LogChunk>;
 
 }  // namespace
 
@@ -281,54 +216,13 @@ grpc::ServerUnaryReactor* ExecutablesService::Wait(
   return r;
 }
 
-grpc::Status ExecutablesService::Logs(
-    grpc::ServerContext* ctx, const mycel::v1::LogsRequest* req,
-    grpc::ServerWriter<mycel::v1::LogChunk>* writer) {
-  if (!manager_.ok()) return ToGrpc(manager_.status());
-  if (req->tail_lines() < 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "tail_lines: must not be negative");
+grpc::ServerWriteReactor<mycel::v1::LogChunk>* ExecutablesService::Logs(
+    grpc::CallbackServerContext*, const mycel::v1::LogsRequest* req) {
+  if (!manager_.ok()) {
+    return new FailedWriteReactor<mycel::v1::LogChunk>(
+        ToGrpc(manager_.status()));
   }
-  absl::StatusOr<mycel::v1::Executable> exe =
-      (*manager_)->Get(req->cell(), req->name());
-  if (!exe.ok()) return ToGrpc(exe.status());
-  std::string path = (*manager_)->LogPath(req->cell(), req->name());
-  absl::StatusOr<std::string> head =
-      cells::compat::ReadTail(path, req->tail_lines());
-  if (!head.ok()) return ToGrpc(head.status());
-  if (!head->empty()) {
-    mycel::v1::LogChunk chunk;
-    chunk.set_data(*head);
-    if (!writer->Write(chunk)) return grpc::Status::OK;
-  }
-  if (!req->follow()) return grpc::Status::OK;
-  // Follow: poll the file for growth until the executable has ended for
-  // good and everything it wrote was sent. A rotation shrinks the file;
-  // start over from its beginning then.
-  struct stat st;
-  off_t offset = stat(path.c_str(), &st) == 0 ? st.st_size : 0;
-  char buf[65536];
-  for (;;) {
-    if (ctx->IsCancelled()) return grpc::Status::OK;
-    exe = (*manager_)->Get(req->cell(), req->name());
-    bool ended = !exe.ok() ||
-                 exe->status().state() == mycel::v1::EXECUTABLE_STATE_EXITED ||
-                 exe->status().state() == mycel::v1::EXECUTABLE_STATE_FAILED;
-    UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd && fstat(fd.get(), &st) == 0) {
-      if (st.st_size < offset) offset = 0;
-      while (offset < st.st_size) {
-        ssize_t n = pread(fd.get(), buf, sizeof(buf), offset);
-        if (n <= 0) break;
-        offset += n;
-        mycel::v1::LogChunk chunk;
-        chunk.set_data(buf, n);
-        if (!writer->Write(chunk)) return grpc::Status::OK;
-      }
-    }
-    if (ended) return grpc::Status::OK;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  return new LogsReactor(*manager_, io_, *req);
 }
 
 }  // namespace mycel

@@ -47,7 +47,8 @@ class CellsService final : public mycel::v1::Cells::WithCallbackMethod_Run<
 class ExecutablesService final
     : public mycel::v1::Executables::WithCallbackMethod_Stop<
           mycel::v1::Executables::WithCallbackMethod_Wait<
-              mycel::v1::Executables::Service>> {
+              mycel::v1::Executables::WithCallbackMethod_Logs<
+                  mycel::v1::Executables::Service>>> {
  public:
   ExecutablesService(absl::StatusOr<cells::CellManager*> manager,
                      boost::asio::io_context* io)
@@ -68,8 +69,8 @@ class ExecutablesService final
   grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext*,
                                  const mycel::v1::ExecutableRef*,
                                  mycel::v1::Executable*) override;
-  grpc::Status Logs(grpc::ServerContext*, const mycel::v1::LogsRequest*,
-                    grpc::ServerWriter<mycel::v1::LogChunk>*) override;
+  grpc::ServerWriteReactor<mycel::v1::LogChunk>* Logs(
+      grpc::CallbackServerContext*, const mycel::v1::LogsRequest*) override;
 
  private:
   const absl::StatusOr<cells::CellManager*> manager_;

@@ -17,6 +17,12 @@
 #include <boost/asio/post.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "cells/stream_sink.h"
+#include "daemon/server/status_convert.h"
 
 namespace mycel {
 
@@ -61,6 +67,82 @@ class ReactorState
   // Touched on the loop only.
   Reactor* reactor_;
   bool finished_ = false;
+};
+
+// A server stream fed by a cells/ session (RunSession, LogStream): the
+// session's StreamSink on one side, gRPC's write reactor on the other,
+// with one message in flight at a time. `Session` has
+//   static absl::StatusOr<std::shared_ptr<Session>> Start(
+//       Manager*, boost::asio::io_context*, const Request&, Sink*);
+//   void Resume();  void Cancel();
+// and is touched, and destroyed, on the loop only.
+template <typename Session, typename Manager, typename Request,
+          typename Response>
+class SessionReactor final : public grpc::ServerWriteReactor<Response>,
+                             public cells::StreamSink<Response> {
+ public:
+  SessionReactor(Manager* manager, boost::asio::io_context* io,
+                 const Request& request)
+      : state_(std::make_shared<ReactorState<SessionReactor>>(io, this)) {
+    absl::StatusOr<std::shared_ptr<Session>> session =
+        Session::Start(manager, io, request, this);
+    if (!session.ok()) {
+      const grpc::Status status = ToGrpc(session.status());
+      state_->Post([status](SessionReactor* r) {
+        if (r->state_->TakeFinish()) r->Finish(status);
+      });
+      return;
+    }
+    state_->Post([session = *std::move(session)](SessionReactor* r) {
+      r->session_ = session;
+    });
+  }
+
+  // cells::StreamSink, on the loop.
+  void Output(Response message) override {
+    message_ = std::move(message);
+    this->StartWrite(&message_);
+  }
+  void End(absl::Status status, std::optional<Response> last) override {
+    if (!state_->TakeFinish()) return;
+    if (!status.ok()) {
+      this->Finish(ToGrpc(status));
+    } else if (last.has_value()) {
+      message_ = *std::move(last);
+      // Sent together with the status, in one write instead of two.
+      this->StartWriteAndFinish(&message_, grpc::WriteOptions(),
+                                grpc::Status::OK);
+    } else {
+      this->Finish(grpc::Status::OK);
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    state_->Post([ok](SessionReactor* r) {
+      if (!ok) {
+        r->Abandon("the client stopped reading");
+      } else if (r->session_ != nullptr) {
+        r->session_->Resume();
+      }
+    });
+  }
+  void OnCancel() override {
+    state_->Post([](SessionReactor* r) { r->Abandon("the client went away"); });
+  }
+  // The session goes with the reactor, on the loop.
+  void OnDone() override { state_->Release(); }
+
+ private:
+  void Abandon(absl::string_view why) {
+    if (session_ != nullptr) session_->Cancel();
+    if (state_->TakeFinish()) {
+      this->Finish(grpc::Status(grpc::StatusCode::CANCELLED, std::string(why)));
+    }
+  }
+
+  std::shared_ptr<ReactorState<SessionReactor>> state_;
+  std::shared_ptr<Session> session_;
+  Response message_;
 };
 
 // A server stream that fails at once with `status` (a call refused before

@@ -171,6 +171,17 @@ DaemonProcess::~DaemonProcess() {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
+    // The log keeper outlives a daemon on purpose (and ends by itself once
+    // it serves no stream); a test that is done with the node ends it.
+    // One that killed its daemon to start another on the same directory
+    // keeps it for that one.
+    const pid_t keeper_pid = static_cast<pid_t>(
+        strtol(Slurp(state_dir() + "/logkeeper.lock").c_str(), nullptr, 10));
+    if (keeper_pid > 0 &&
+        Slurp("/proc/" + std::to_string(keeper_pid) + "/cmdline")
+                .find("--log-keeper") != std::string::npos) {
+      kill(keeper_pid, SIGKILL);
+    }
   }
   if (own_subtree_) {
     // Fails (harmlessly) while cells are left, as after a kill -9 that
