@@ -17,6 +17,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cells/confinement.h"
+#include "cells/exposures.h"
 #include "cells/names.h"
 #include "cells/spec_validation.h"
 #include "proto/proto_time.h"
@@ -166,7 +168,8 @@ CellManager::CellManager(Options options, CellStore store)
       store_(std::move(store)),
       pool_size_(std::max(0, options.pool_size)),
       cheap_cgroup_moves_(options.cheap_cgroup_moves),
-      workload_open_file_limit_(options.workload_open_file_limit) {}
+      workload_open_file_limit_(options.workload_open_file_limit),
+      hidden_paths_(DaemonPathsToHide(state_dir_, options.admin_socket)) {}
 
 CellManager::~CellManager() {
   // Blanks are the daemon's own; cells outlive it. A blank being made now
@@ -187,6 +190,7 @@ absl::StatusOr<std::unique_ptr<CellManager>> CellManager::Create(
     Options options) {
   CellStore store(options.store);
   std::unique_ptr<CellManager> m(new CellManager(std::move(options), store));
+  RETURN_IF_ERROR(Annotate(m->MakeHostView(), "confined host view"));
   RETURN_IF_ERROR(m->Recover());
   return m;
 }
@@ -291,6 +295,13 @@ absl::StatusOr<Child> CellManager::SpawnInit(
   req.cgroup_dir_fd = join.dir_fd.get();
   req.rootfs = cell.spec.rootfs();
   req.readonly_rootfs = cell.spec.readonly_rootfs();
+  if (cell.ns_flags & CLONE_NEWNS) {
+    Confinement confined = CellConfinement(cell.spec, hidden_paths_);
+    req.readonly_paths = std::move(confined.readonly_paths);
+    req.masked_paths = std::move(confined.masked_paths);
+  } else if (InHostView(cell)) {
+    req.join_mount_ns_fd = host_view_.get();
+  }
   req.mount_proc =
       (cell.ns_flags & CLONE_NEWPID) && (cell.ns_flags & CLONE_NEWNS);
   if (cell.ns_flags & CLONE_NEWUTS) req.hostname = hostname;
@@ -383,6 +394,28 @@ absl::StatusOr<mycel::v1::Cell> CellManager::CreateCell(
   return ToProto(*raw);
 }
 
+absl::Status CellManager::MakeHostView() {
+  Confinement confined = CellConfinement({}, hidden_paths_);
+  SpawnRequest req;
+  req.cell_init = true;
+  req.new_namespaces = CLONE_NEWNS;
+  req.slave_mounts = true;
+  req.readonly_paths = std::move(confined.readonly_paths);
+  req.masked_paths = std::move(confined.masked_paths);
+  // Not watched: the reaper collects it as an orphan once it is killed.
+  ASSIGN_OR_RETURN(Child holder, Spawn(req));
+  absl::StatusOr<UniqueFd> ns = holder.OpenMountNamespace();
+  holder.Signal(SIGKILL).IgnoreError();
+  RETURN_IF_ERROR(ns.status());
+  host_view_ = *std::move(ns);
+  return absl::OkStatus();
+}
+
+bool CellManager::InHostView(const Cell& cell) const {
+  return (cell.ns_flags & CLONE_NEWNS) == 0 &&
+         !cell.spec.writable_system_paths() && !UnprivilegedOnHost(cell.spec);
+}
+
 bool CellManager::Poolable(const Cell& cell) const {
   // Not with a user namespace (its id maps are the cell's), a rootfs (the
   // cell's), or a cgroup namespace (rooted at the cgroup the init was in,
@@ -391,7 +424,7 @@ bool CellManager::Poolable(const Cell& cell) const {
   return pool_size_ > 0 && cell.ns_flags != 0 &&
          (cgroups_->can_rename() || cheap_cgroup_moves_) &&
          (cell.ns_flags & (CLONE_NEWUSER | CLONE_NEWCGROUP)) == 0 &&
-         cell.spec.rootfs().empty();
+         cell.spec.rootfs().empty() && !cell.spec.writable_system_paths();
 }
 
 absl::StatusOr<bool> CellManager::TakeBlank(Cell* cell) {
@@ -618,6 +651,9 @@ mycel::v1::Cell CellManager::ToProto(const Cell& cell) const {
   st->set_executables_running(running);
   st->set_executables_total(static_cast<int32_t>(cell.exes.size()));
   st->set_cgroup_driver(std::string(cgroups_->name()));
+  std::vector<std::string> exposures = Exposures(cell.spec);
+  st->set_security_boundary(exposures.empty());
+  for (std::string& e : exposures) st->add_exposures(std::move(e));
   return out;
 }
 
@@ -709,8 +745,12 @@ absl::Status CellManager::Launch(Cell* cell, Exe* exe,
   req.stdout_fd = options.stdout_fd >= 0 ? options.stdout_fd : log_fd.get();
   req.stderr_fd = options.stderr_fd >= 0 ? options.stderr_fd : log_fd.get();
   if (cell->init.has_value()) {
+    // An init in the host view has joined it: its mount namespace is it.
     req.join_pidfd = cell->init->pidfd();
-    req.join_namespaces = cell->ns_flags;
+    req.join_namespaces =
+        cell->ns_flags | (InHostView(*cell) ? CLONE_NEWNS : 0);
+  } else if (InHostView(*cell)) {
+    req.join_mount_ns_fd = host_view_.get();
   }
   for (const UniqueFd& fd : join.procs_fds)
     req.cgroup_procs_fds.push_back(fd.get());

@@ -59,6 +59,9 @@ class CellManager {
     // The soft RLIMIT_NOFILE workloads get (the daemon raises its own);
     // 0 leaves them the daemon's.
     rlim_t workload_open_file_limit = 0;
+    // The admin socket, hidden from cells with the state directory (see
+    // cells/confinement.h).
+    std::string admin_socket;
   };
 
   // Builds the manager and adopts the cells and executables recorded in the
@@ -184,6 +187,13 @@ class CellManager {
   absl::Status StartInit(Cell* cell) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a blank can stand in for `cell`'s cgroup and init.
   bool Poolable(const Cell& cell) const;
+  // Makes the host view (cells/confinement.h): a mount namespace that a
+  // short-lived process sets up, held by host_view_ after it is gone.
+  absl::Status MakeHostView();
+  // Whether `cell`'s processes see the host's files through the host view:
+  // it has no mount namespace, is not kept an unprivileged host user by a
+  // user namespace, and did not ask for writable system paths.
+  bool InHostView(const Cell& cell) const;
   // Makes a blank of `cell`'s namespaces into `cell`: true if it did; false
   // if there was none to take (or it could not be used), and the caller
   // makes the cell from scratch; an error if the cell cannot be made (its
@@ -268,6 +278,10 @@ class CellManager {
   const int pool_size_;
   const bool cheap_cgroup_moves_;
   const rlim_t workload_open_file_limit_;
+  // The daemon's paths hidden from cells, and the host view's mount
+  // namespace (an nsfs descriptor).
+  const std::vector<std::string> hidden_paths_;
+  UniqueFd host_view_;
   std::map<int, std::vector<std::unique_ptr<Blank>>> pool_ ABSL_GUARDED_BY(mu_);
   std::map<int, int> pool_pending_ ABSL_GUARDED_BY(mu_);
   uint64_t pool_serial_ ABSL_GUARDED_BY(mu_) = 0;

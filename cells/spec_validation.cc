@@ -151,13 +151,27 @@ absl::Status ValidateCellSpec(const mycel::v1::CellSpec& spec) {
     }
     user |= ns == mycel::v1::NAMESPACE_USER;
   }
+  bool mount = false;
+  for (int ns : spec.isolate()) mount |= ns == mycel::v1::NAMESPACE_MOUNT;
   for (const auto& [field, map] :
        {std::pair<absl::string_view, const std::string*>{"uid_map",
                                                          &spec.uid_map()},
         {"gid_map", &spec.gid_map()}}) {
     if (map->empty()) continue;
     if (!user) return Invalid(field, "needs a user namespace (isolate user)");
-    RETURN_IF_ERROR(ParseIdMap(field, *map).status());
+    ASSIGN_OR_RETURN(std::vector<IdMapRange> ranges, ParseIdMap(field, *map));
+    // A cell given the host's root is confined by its mount namespace, as
+    // a cell without a user namespace is; it cannot join the node's
+    // confined view of the host's files from inside its own user
+    // namespace, so it needs a mount namespace of its own.
+    for (const IdMapRange& r : ranges) {
+      if (r.outside == 0 && !mount) {
+        return Invalid(field,
+                       "maps the host's id 0 (root) into the cell, which "
+                       "then needs a mount namespace of its own (isolate "
+                       "mount) to keep the host's system files read-only");
+      }
+    }
   }
   RETURN_IF_ERROR(ValidateNoNul("rootfs", spec.rootfs()));
   RETURN_IF_ERROR(ValidateNoNul("seccomp", spec.seccomp()));

@@ -112,7 +112,13 @@ int Get(Context& ctx, const std::vector<std::string>& args) {
       {"EXECUTABLES",
        absl::StrCat(c.status().executables_running(), " running of ",
                     c.status().executables_total())},
+      {"SECURITY", c.status().security_boundary()
+                       ? "boundary"
+                       : "not a boundary; it shares with the host:"},
   });
+  for (const std::string& e : c.status().exposures()) {
+    printf("  - %s\n", e.c_str());
+  }
   return kExitOk;
 }
 

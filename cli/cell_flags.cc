@@ -26,6 +26,11 @@ isolation:
   --readonly-rootfs     mount the rootfs read-only
   --uid-map MAP, --gid-map MAP
                         user namespace maps (default "0 100000 65536")
+  --writable-system-paths
+                        leave /sys and /proc/sys writable: a root workload
+                        can then change the host's kernel settings and any
+                        cgroup, its own limits included (not a security
+                        boundary; see docs/security.md)
 )";
 
 const std::set<std::string>& CellValueFlags() {
@@ -38,7 +43,8 @@ const std::set<std::string>& CellValueFlags() {
 }
 
 const std::set<std::string>& CellBoolFlags() {
-  static const auto* flags = new std::set<std::string>{"--readonly-rootfs"};
+  static const auto* flags =
+      new std::set<std::string>{"--readonly-rootfs", "--writable-system-paths"};
   return *flags;
 }
 
@@ -126,6 +132,7 @@ absl::Status FillCellSpec(const ParsedArgs& a, mycel::v1::CellSpec* spec) {
   }
   spec->set_rootfs(a.get("--rootfs"));
   spec->set_readonly_rootfs(a.has("--readonly-rootfs"));
+  spec->set_writable_system_paths(a.has("--writable-system-paths"));
   spec->set_uid_map(a.get("--uid-map"));
   spec->set_gid_map(a.get("--gid-map"));
   return absl::OkStatus();

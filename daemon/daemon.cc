@@ -358,6 +358,7 @@ void Daemon::StartCells(const HostInfo& host) {
     if (config_.has_cell_pool()) opts.pool_size = config_.cell_pool();
     opts.cheap_cgroup_moves = host.cgroup_favordynmods;
     opts.workload_open_file_limit = open_file_limit_;
+    opts.admin_socket = config_.socket();
     const bool v1 = host.cgroup_mode == CgroupMode::kV1 ||
                     host.cgroup_mode == CgroupMode::kHybrid;
     if (v1 && !host.cgroup_favordynmods && !host.cgroup2_mount.empty()) {

@@ -127,7 +127,10 @@ absl::StatusOr<CapabilitySet> ParseCapabilities(
   CapabilitySet set;
   for (const std::string& name : names) {
     if (absl::EqualsIgnoreCase(name, "all")) {
-      set.bits |= Bit(kKnownCaps) - 1;
+      for (int cap = 0; cap < kKnownCaps; ++cap) {
+        // 1: in the bounding set; -1 (EINVAL): the kernel has no such cap.
+        if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1) set.bits |= Bit(cap);
+      }
       continue;
     }
     int cap = CapabilityNumber(name);

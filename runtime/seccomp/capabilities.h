@@ -28,9 +28,11 @@ struct CapabilitySet {
 CapabilitySet DefaultCapabilities();
 
 // Parses names such as "CAP_NET_ADMIN", "net_admin" or "NET_ADMIN" (any
-// case), or "all" (every capability mycel knows, CAP_CHOWN through
-// CAP_CHECKPOINT_RESTORE). An unknown name is INVALID_ARGUMENT
-// `capabilities: unknown capability "x"`. An empty list is the empty set.
+// case), or "all": every capability mycel knows (CAP_CHOWN through
+// CAP_CHECKPOINT_RESTORE) that this process's bounding set holds, since
+// no process it starts can have more (a daemon run in a container may
+// lack some). An unknown name is INVALID_ARGUMENT `capabilities: unknown
+// capability "x"`. An empty list is the empty set.
 absl::StatusOr<CapabilitySet> ParseCapabilities(
     const std::vector<std::string>& names);
 

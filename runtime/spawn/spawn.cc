@@ -110,6 +110,26 @@ absl::Status Validate(const SpawnRequest& r) {
   if (r.mount_proc && !new_mnt) {
     return Invalid("mount_proc", "requires CLONE_NEWNS in new_namespaces");
   }
+  if (r.slave_mounts && !new_mnt) {
+    return Invalid("slave_mounts", "requires CLONE_NEWNS in new_namespaces");
+  }
+  if ((!r.readonly_paths.empty() || !r.masked_paths.empty()) && !new_mnt) {
+    return Invalid("readonly_paths", "requires CLONE_NEWNS in new_namespaces");
+  }
+  for (const auto* list : {&r.readonly_paths, &r.masked_paths}) {
+    for (const std::string& p : *list) {
+      if (p.empty() || p[0] != '/') {
+        return Invalid(
+            list == &r.readonly_paths ? "readonly_paths" : "masked_paths",
+            absl::StrCat("\"", p, "\" is not an absolute path"));
+      }
+    }
+  }
+  if (r.join_mount_ns_fd >= 0 &&
+      ((r.new_namespaces | r.join_namespaces) & CLONE_NEWNS) != 0) {
+    return Invalid("join_mount_ns_fd",
+                   "a mount namespace is already new or joined");
+  }
   if (!r.hostname.empty()) {
     if ((r.new_namespaces & CLONE_NEWUTS) == 0) {
       return Invalid("hostname", "requires CLONE_NEWUTS in new_namespaces");
@@ -186,6 +206,16 @@ std::string DescribeStep(const SpawnRequest& r, const Report& report) {
       return "chdir(/ of the new root)";
     case Step::kRemountReadonly:
       return "remount / read-only";
+    case Step::kReadonlyPath:
+      return absl::StrCat(
+          "make ",
+          index < r.readonly_paths.size() ? r.readonly_paths[index] : "?",
+          " read-only");
+    case Step::kMaskPath:
+      return absl::StrCat(
+          "mask ", index < r.masked_paths.size() ? r.masked_paths[index] : "?");
+    case Step::kJoinMountNs:
+      return absl::StrCat("setns(mount namespace fd ", r.join_mount_ns_fd, ")");
     case Step::kSethostname:
       return absl::StrCat("sethostname(", r.hostname, ")");
     case Step::kLoopback:
@@ -585,6 +615,20 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   }
   plan.mount_proc = request.mount_proc;
   plan.readonly_rootfs = request.readonly_rootfs;
+  plan.slave_mounts = request.slave_mounts;
+  // The child confines these before it pivots into a rootfs, so there
+  // they are the rootfs's paths.
+  std::vector<std::string> confined;
+  for (const auto* list : {&request.readonly_paths, &request.masked_paths}) {
+    for (const std::string& p : *list) confined.push_back(request.rootfs + p);
+  }
+  std::vector<const char*> confined_ptrs;
+  for (const std::string& p : confined) confined_ptrs.push_back(p.c_str());
+  plan.readonly_paths = confined_ptrs.data();
+  plan.readonly_count = request.readonly_paths.size();
+  plan.masked_paths = confined_ptrs.data() + request.readonly_paths.size();
+  plan.masked_count = request.masked_paths.size();
+  plan.join_mount_ns_fd = request.join_mount_ns_fd;
   if (!request.hostname.empty()) {
     plan.hostname = request.hostname.c_str();
     plan.hostname_len = request.hostname.size();

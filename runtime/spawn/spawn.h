@@ -49,9 +49,10 @@ struct PreExecStep {
 };
 
 // What to run and the sandbox to run it in. Steps in the child, in order:
-//   [wait for uid/gid maps] → setns (join) → cgroup join (procs fds) →
-//   unshare(CLONE_NEWCGROUP) → mounts/rootfs/proc → hostname → loopback →
-//   setsid → stdio dup2 → pre_exec steps marked before_credentials →
+//   [wait for uid/gid maps] → setns (mount ns fd, then join) → cgroup join
+//   (procs fds) → unshare(CLONE_NEWCGROUP) → mounts/rootfs/proc →
+//   read-only and masked paths → hostname → loopback → setsid →
+//   RLIMIT_NOFILE → stdio dup2 → pre_exec steps marked before_credentials →
 //   setgroups/setresgid/setresuid → chdir → close inherited fds → the
 //   other pre_exec steps → execve (or the cell init).
 // All signals stay blocked until just before execve.
@@ -107,6 +108,23 @@ struct SpawnRequest {
   std::string rootfs;
   // Remount the (new) root read-only (MS_BIND|MS_REMOUNT|MS_RDONLY).
   bool readonly_rootfs = false;
+  // With CLONE_NEWNS new: make / a slave of the caller's mounts
+  // (MS_REC|MS_SLAVE) instead of private, so that mounts the host makes
+  // later appear here too, and nothing made here reaches the host.
+  bool slave_mounts = false;
+  // With CLONE_NEWNS new, after the root and /proc are in place (paths are
+  // the child's, inside the rootfs): each of `readonly_paths` becomes
+  // read-only with every mount below it (bound onto itself, then
+  // mount_setattr(AT_RECURSIVE, MOUNT_ATTR_RDONLY)); each of
+  // `masked_paths` is covered, a directory by an empty read-only tmpfs, a
+  // file by /dev/null. A path that does not exist is skipped.
+  std::vector<std::string> readonly_paths;
+  std::vector<std::string> masked_paths;
+  // An nsfs descriptor of a mount namespace (/proc/PID/ns/mnt) the child
+  // joins first, before any other namespace: a cell without a mount
+  // namespace of its own gets the host's files through a confined view.
+  // Not with CLONE_NEWNS in new_namespaces or join_namespaces.
+  int join_mount_ns_fd = -1;
   // Without rootfs: mount a fresh proc on /proc (so that a new pid
   // namespace sees its own pids). With rootfs, proc is always mounted.
   bool mount_proc = false;

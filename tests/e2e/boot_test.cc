@@ -237,14 +237,14 @@ TEST_CASE("myceld is PID 1 of the guest, serves mTLS and powers it off") {
 TEST_CASE("the cgroup v2 driver's kernel tests pass on the guest's cgroup2") {
   // The host here is cgroup v1/hybrid; the guest kernel mounts a pure
   // cgroup2. The same real-kernel tests that run on the host's v1 run here,
-  // inside a cell (no seccomp filter, all capabilities: the tests create
-  // cgroups and fork bombs of their own).
+  // inside a cell (no seccomp filter, all capabilities, and writable system
+  // paths: the tests create cgroups and fork bombs of their own).
   TempDir dir;
   Guest guest(ImageDir(), dir.Sub("console.log"));
   BootAndWaitHealthy(guest);
-  testing::CommandResult r =
-      guest.Cli({"run", "--seccomp", "none", "--cap", "all", "--",
-                 "/usr/libexec/mycel/cgroup_v2_kernel_test"});
+  testing::CommandResult r = guest.Cli(
+      {"run", "--seccomp", "none", "--cap", "all", "--writable-system-paths",
+       "--", "/usr/libexec/mycel/cgroup_v2_kernel_test"});
   CHECK_MESSAGE(r.exit_code == 0, r.out, r.err);
   CHECK(r.out.find("Status: SUCCESS!") != std::string::npos);
   CHECK(r.out.find("skipped:") == std::string::npos);  // no case skipped itself

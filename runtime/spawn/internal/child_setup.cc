@@ -71,6 +71,12 @@ void WaitForMaps(const ChildPlan& plan) noexcept {
 }
 
 void JoinNamespaces(const ChildPlan& plan) noexcept {
+  // First, while the child still has the caller's privileges: joining a
+  // user namespace below would drop those needed to join this one.
+  if (plan.join_mount_ns_fd >= 0 &&
+      sys::Setns(plan.join_mount_ns_fd, CLONE_NEWNS) != 0) {
+    FailErrno(plan, Step::kJoinMountNs);
+  }
   for (const auto& ns : kNamespaceOrder) {
     if ((plan.join_namespaces & ns.flag) == 0) continue;
     if (sys::Setns(plan.join_pidfd, ns.flag) != 0) {
@@ -94,12 +100,75 @@ void JoinCgroups(const ChildPlan& plan) noexcept {
   }
 }
 
+// The kernel's struct mount_attr and mount_setattr(2) (Linux 5.12), which
+// glibc 2.36 does not wrap.
+struct MountAttr {
+  uint64_t attr_set;
+  uint64_t attr_clr;
+  uint64_t propagation;
+  uint64_t userns_fd;
+};
+constexpr uint64_t kMountAttrRdonly = 0x00000001;
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+
+// Makes `path` and every mount below it read-only. The bind onto itself
+// makes a path that is not a mount point (/proc/sys) one; for one that is
+// (/sys), it stacks a copy whose flags are this namespace's alone.
+int MakeReadonly(const char* path) noexcept {
+  if (mount(path, path, nullptr, MS_BIND | MS_REC, nullptr) != 0) return -1;
+  MountAttr attr = {kMountAttrRdonly, 0, 0, 0};
+  if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &attr,
+              sizeof(attr)) == 0) {
+    return 0;
+  }
+  if (errno != ENOSYS) return -1;
+  // Before Linux 5.12: the top mount only.
+  return mount(nullptr, path, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY,
+               nullptr);
+}
+
+// Covers `path`: a directory with an empty read-only tmpfs, anything else
+// with /dev/null.
+int Mask(const char* path) noexcept {
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : -1;
+  if (S_ISDIR(st.st_mode)) {
+    return mount("tmpfs", path, "tmpfs",
+                 MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                 "size=4k,nr_inodes=1,mode=0500");
+  }
+  return mount("/dev/null", path, nullptr, MS_BIND, nullptr);
+}
+
+void ConfinePaths(const ChildPlan& plan) noexcept {
+  for (size_t i = 0; i < plan.readonly_count; ++i) {
+    struct stat st;
+    if (stat(plan.readonly_paths[i], &st) != 0) {
+      if (errno == ENOENT) continue;
+      FailErrno(plan, Step::kReadonlyPath, static_cast<int>(i));
+    }
+    if (MakeReadonly(plan.readonly_paths[i]) != 0) {
+      FailErrno(plan, Step::kReadonlyPath, static_cast<int>(i));
+    }
+  }
+  for (size_t i = 0; i < plan.masked_count; ++i) {
+    if (Mask(plan.masked_paths[i]) != 0) {
+      FailErrno(plan, Step::kMaskPath, static_cast<int>(i));
+    }
+  }
+}
+
 constexpr unsigned long kProcFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 
 void SetUpMounts(const ChildPlan& plan) noexcept {
   if (!plan.setup_mounts) return;
-  // Nothing done below may propagate back to the host's mount table.
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+  // Nothing done below may propagate back to the host's mount table. A
+  // slave still receives the host's new mounts.
+  if (mount(nullptr, "/", nullptr,
+            MS_REC | (plan.slave_mounts ? MS_SLAVE : MS_PRIVATE),
+            nullptr) != 0) {
     FailErrno(plan, Step::kMountPrivate);
   }
   if (plan.rootfs != nullptr) {
@@ -112,16 +181,21 @@ void SetUpMounts(const ChildPlan& plan) noexcept {
     if (mount("proc", plan.rootfs_proc, "proc", kProcFlags, nullptr) != 0) {
       FailErrno(plan, Step::kMountProc);
     }
+    // Before the pivot, with the paths under the rootfs: the host's
+    // /dev/null, which masks files, is still a mount of this namespace.
+    ConfinePaths(plan);
     // pivot_root(".", ".") stacks the old root on top of the new one, so
     // no put_old directory is needed; the detach then drops the old root.
     if (chdir(plan.rootfs) != 0) FailErrno(plan, Step::kEnterRootfs);
     if (sys::PivotRoot(".", ".") != 0) FailErrno(plan, Step::kPivotRoot);
     if (umount2(".", MNT_DETACH) != 0) FailErrno(plan, Step::kDetachOldRoot);
     if (chdir("/") != 0) FailErrno(plan, Step::kEnterNewRoot);
-  } else if (plan.mount_proc) {
-    if (mount("proc", "/proc", "proc", kProcFlags, nullptr) != 0) {
+  } else {
+    if (plan.mount_proc &&
+        mount("proc", "/proc", "proc", kProcFlags, nullptr) != 0) {
       FailErrno(plan, Step::kMountProc);
     }
+    ConfinePaths(plan);
   }
   if (plan.readonly_rootfs) {
     // A bind remount must repeat the flags it keeps, or the kernel refuses

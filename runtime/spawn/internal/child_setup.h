@@ -36,6 +36,9 @@ enum class Step : int32_t {
   kDetachOldRoot,
   kEnterNewRoot,
   kRemountReadonly,
+  kReadonlyPath,  // index: position in readonly_paths
+  kMaskPath,      // index: position in masked_paths
+  kJoinMountNs,
   kSethostname,
   kLoopback,
   kSetsid,
@@ -108,6 +111,15 @@ struct ChildPlan {
   const char* rootfs_proc = nullptr;  // <rootfs>/proc
   bool mount_proc = false;            // on /proc, without rootfs
   bool readonly_rootfs = false;
+  bool slave_mounts = false;
+  const char* const* readonly_paths = nullptr;
+  size_t readonly_count = 0;
+  const char* const* masked_paths = nullptr;
+  size_t masked_count = 0;
+  // With a rootfs, these are already under it (they are applied before
+  // the pivot, while the host's /dev/null, which masks files, is still a
+  // mount of the child's namespace).
+  int join_mount_ns_fd = -1;
 
   const char* hostname = nullptr;  // nullptr: unchanged
   size_t hostname_len = 0;
