@@ -8,7 +8,7 @@ target_link_libraries(mycel_adversarial PUBLIC mycel_testing mycel_proto
 target_compile_definitions(mycel_adversarial PRIVATE
   MYCEL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 
-foreach(t availability logs escape)
+foreach(t availability logs escape data)
   mycel_test(${t}_adversarial_test SRCS adversarial/${t}_test.cc
     DEPS mycel_adversarial mycel_runtime
     LABELS "adversarial;integration" TIMEOUT 600)

@@ -248,6 +248,27 @@ TEST_CASE("the cgroup v2 driver's kernel tests pass on the guest's cgroup2") {
   CHECK_MESSAGE(r.exit_code == 0, r.out, r.err);
   CHECK(r.out.find("Status: SUCCESS!") != std::string::npos);
   CHECK(r.out.find("skipped:") == std::string::npos);  // no case skipped itself
+  // On cgroup v2, as on the host's v1 (tests/adversarial/escape_test), no
+  // cell leaves its cgroup or raises its limits unless it asks for
+  // writable system paths.
+  for (const std::vector<std::string>& flags :
+       std::vector<std::vector<std::string>>{{},
+                                             {"--isolate", "pid,mount,uts,ipc"},
+                                             {"--isolate", "all"},
+                                             {"--isolate", "cgroup"}}) {
+    std::vector<std::string> args = {"run", "--name", "esc", "--memory-max",
+                                     "32M"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(),
+                {"--", "sh", "-c",
+                 "echo $$ > /sys/fs/cgroup/cgroup.procs 2>/dev/null && echo "
+                 "escaped; echo max > /sys/fs/cgroup/mycel/esc/memory.max "
+                 "2>/dev/null && echo raised; v=$(cat /proc/sys/vm/swappiness);"
+                 " echo $v > /proc/sys/vm/swappiness 2>/dev/null && echo "
+                 "sysctl; echo done"});
+    testing::CommandResult esc = guest.Cli(args);
+    CHECK_MESSAGE(esc.out == "done\n", flags.size(), ": ", esc.out, esc.err);
+  }
   ShutdownAndCheck(guest, {}, "reboot: Power down");
 }
 
