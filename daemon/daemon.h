@@ -13,7 +13,6 @@
 #include "absl/time/time.h"
 #include "cells/cell_manager.h"
 #include "daemon/init/pid1.h"
-#include "daemon/init/reaper.h"
 #include "daemon/server/api_server.h"
 #include "daemon/server/cells_service.h"
 #include "daemon/server/node_service.h"
@@ -21,6 +20,7 @@
 #include "mycel/v1/config.pb.h"
 #include "runtime/host_info.h"
 #include "runtime/pid_lock.h"
+#include "runtime/reaper.h"
 
 namespace mycel {
 

@@ -9,8 +9,8 @@
 // the status and hands it over. Spawning a child and registering its watch
 // happen under the same lock as reaping (see Spawning()), so a child that
 // exits immediately is never mistaken for an orphan.
-#ifndef MYCEL_DAEMON_INIT_REAPER_H_
-#define MYCEL_DAEMON_INIT_REAPER_H_
+#ifndef MYCEL_RUNTIME_REAPER_H_
+#define MYCEL_RUNTIME_REAPER_H_
 
 #include <sys/types.h>
 
@@ -89,4 +89,4 @@ class Reaper {
 
 }  // namespace mycel
 
-#endif  // MYCEL_DAEMON_INIT_REAPER_H_
+#endif  // MYCEL_RUNTIME_REAPER_H_

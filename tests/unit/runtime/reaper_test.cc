@@ -1,6 +1,6 @@
 // Reaper: watched children reach their callback once, orphans are counted,
 // and Collect takes a child's exit ahead of ReapAll.
-#include "daemon/init/reaper.h"
+#include "runtime/reaper.h"
 
 #include <doctest/doctest.h>
 #include <signal.h>

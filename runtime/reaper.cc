@@ -1,4 +1,4 @@
-#include "daemon/init/reaper.h"
+#include "runtime/reaper.h"
 
 #include <errno.h>
 #include <sys/wait.h>
