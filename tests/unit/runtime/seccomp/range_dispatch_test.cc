@@ -9,6 +9,7 @@
 #include <linux/audit.h>
 #include <seccomp.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -138,6 +139,56 @@ TEST_CASE("strict, and extra_deny on none, decide alike after the rewrite") {
   }
   // strict and default-plus-denials are large tables: both shrink.
   CHECK(compressed >= 2);
+}
+
+// The proof on its own: it accepts the rewriter's program, and refuses it
+// after any one change to the copy of the argument checks or to the
+// dispatch.
+TEST_CASE("the proof refuses a rewrite that differs anywhere") {
+  for (const SeccompOptions& options : {SeccompOptions{}}) {
+    CAPTURE(options.protected_pids.size());
+    std::vector<struct sock_filter> original = Libseccomp(options);
+    auto rewrite = si::RewriteDispatch(original);
+    REQUIRE_MESSAGE(rewrite.ok(), rewrite.status().ToString());
+    REQUIRE(si::ProveSameDecisions(original, *rewrite).ok());
+    REQUIRE_FALSE(rewrite->copied_at.empty());
+
+    // Each copied comparison with a constant: off by one, or its two ways
+    // out swapped.
+    int refused = 0, tried = 0;
+    for (const auto& [from, to] : rewrite->copied_at) {
+      const struct sock_filter& in = original[from];
+      if (BPF_CLASS(in.code) != BPF_JMP || BPF_OP(in.code) == BPF_JA) continue;
+      si::DispatchRewrite changed = *rewrite;
+      changed.program[to].k += 1;
+      ++tried;
+      refused += !si::ProveSameDecisions(original, changed).ok();
+      if (in.jt != in.jf) {
+        changed = *rewrite;
+        std::swap(changed.program[to].jt, changed.program[to].jf);
+        ++tried;
+        refused += !si::ProveSameDecisions(original, changed).ok();
+      }
+    }
+    CHECK(tried > 50);
+    CHECK(refused == tried);
+
+    // The dispatch: each return value, and each range boundary.
+    size_t copy_start = rewrite->program.size();
+    for (const auto& entry : rewrite->copied_at) {
+      copy_start = std::min(copy_start, entry.second);
+    }
+    for (size_t pc = 0; pc < copy_start; ++pc) {
+      const struct sock_filter& in = rewrite->program[pc];
+      if (in.code == (BPF_RET | BPF_K) ||
+          in.code == (BPF_JMP | BPF_JGE | BPF_K)) {
+        si::DispatchRewrite changed = *rewrite;
+        changed.program[pc].k += 1;
+        CHECK_MESSAGE(!si::ProveSameDecisions(original, changed).ok(),
+                      "dispatch instruction ", pc);
+      }
+    }
+  }
 }
 
 TEST_CASE("a dispatch that tests bits of the number is left alone") {
