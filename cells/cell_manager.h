@@ -59,6 +59,12 @@ class CellManager {
     // The soft RLIMIT_NOFILE workloads get (the daemon raises its own);
     // 0 leaves them the daemon's.
     rlim_t workload_open_file_limit = 0;
+    // Host processes that a cell without its own pid namespace may not
+    // signal, renice, limit or open a pidfd to (SeccompOptions::
+    // protected_pids; the daemon may add its helpers, such as the log
+    // keeper). Empty: PID 1 and this process. Such cells also may not
+    // kill(-1). Cells with profile none get no filter at all.
+    std::vector<pid_t> protected_pids;
   };
 
   // Builds the manager and adopts the cells and executables recorded in the
@@ -243,6 +249,7 @@ class CellManager {
   const int64_t log_cap_bytes_;
   const int num_cpus_;
   const int num_memory_nodes_;
+  const std::vector<pid_t> protected_pids_;  // Options::protected_pids
   CellStore store_;
 
   absl::Mutex mu_;
