@@ -165,6 +165,7 @@ CellManager::CellManager(Options options, CellStore store)
       log_cap_bytes_(options.log_cap_bytes),
       num_cpus_(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))),
       num_memory_nodes_(PossibleMemoryNodes()),
+      protected_pids_(std::move(options.protected_pids)),
       store_(std::move(store)),
       pool_size_(std::max(0, options.pool_size)),
       cheap_cgroup_moves_(options.cheap_cgroup_moves),
@@ -272,6 +273,13 @@ absl::StatusOr<std::unique_ptr<CellManager::Cell>> CellManager::Prepare(
   SeccompOptions so;
   so.profile = kind;
   so.extra_deny.assign(spec.seccomp_deny().begin(), spec.seccomp_deny().end());
+  if ((cell->ns_flags & CLONE_NEWPID) == 0) {
+    // The cell sees the host's pids: keep it off PID 1 and the daemon
+    // (runtime/seccomp/README.md, "Cells without a pid namespace").
+    so.protected_pids = protected_pids_;
+    if (so.protected_pids.empty()) so.protected_pids = {1, getpid()};
+    so.deny_broadcast_signals = true;
+  }
   ASSIGN_OR_RETURN(cell->seccomp, CompileSeccomp(so));
   CapabilitySet caps = DefaultCapabilities();
   if (spec.capabilities_size() > 0) {

@@ -62,6 +62,12 @@ class CellManager {
     // The admin socket, hidden from cells with the state directory (see
     // cells/confinement.h).
     std::string admin_socket;
+    // Host processes that a cell without its own pid namespace may not
+    // signal, renice, limit or open a pidfd to (SeccompOptions::
+    // protected_pids; the daemon may add its helpers, such as the log
+    // keeper). Empty: PID 1 and this process. Such cells also may not
+    // kill(-1). Cells with profile none get no filter at all.
+    std::vector<pid_t> protected_pids;
   };
 
   // Builds the manager and adopts the cells and executables recorded in the
@@ -253,6 +259,7 @@ class CellManager {
   const int64_t log_cap_bytes_;
   const int num_cpus_;
   const int num_memory_nodes_;
+  const std::vector<pid_t> protected_pids_;  // Options::protected_pids
   CellStore store_;
 
   absl::Mutex mu_;

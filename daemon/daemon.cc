@@ -307,8 +307,16 @@ absl::Status Daemon::Start() {
   StartCells(host);
   RETURN_IF_ERROR(StartApi(host, store_->schema_version(), ""));
   // The default seccomp profile takes tens of milliseconds to compile;
-  // compile it (it is cached) off the start-up path, before the first cell.
-  precompile_ = std::thread([] { CompileSeccomp({}).IgnoreError(); });
+  // compile it (it is cached) off the start-up path, before the first cell:
+  // as cells with a pid namespace get it, and as those without one do
+  // (CellManager::Options::protected_pids, left to its default here).
+  precompile_ = std::thread([] {
+    CompileSeccomp({}).IgnoreError();
+    SeccompOptions shared_pids;
+    shared_pids.protected_pids = {1, getpid()};
+    shared_pids.deny_broadcast_signals = true;
+    CompileSeccomp(shared_pids).IgnoreError();
+  });
   return absl::OkStatus();
 }
 

@@ -16,7 +16,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/seccomp/internal/filter_builder.h"
 #include "runtime/seccomp/internal/syscall_tables.h"
@@ -25,11 +24,13 @@
 namespace mycel {
 namespace {
 
-// Compiled programs by options. A cell start compiles its profile every time;
-// the set of distinct options on a node is small (three profiles times the
-// extra_deny lists of its workloads), so entries are never evicted, but the
-// cache stops growing at kMaxEntries so that a stream of unusual lists cannot
-// grow it without bound (those are compiled each time).
+// Compiled programs by options (seccomp_internal::CacheKey). A cell start
+// compiles its profile every time; the set of distinct options on a node is
+// small (three profiles times the extra_deny lists of its workloads, times
+// two for cells with and without a pid namespace: the protected pids, PID 1
+// and the daemon's, do not change while the daemon lives), so entries are never
+// evicted, but the cache stops growing at kMaxEntries so that a stream of
+// unusual lists cannot grow it without bound (those are compiled each time).
 class ProgramCache final {
  public:
   static constexpr size_t kMaxEntries = 64;
@@ -74,16 +75,6 @@ ProgramCache& Cache() {
   return cache;
 }
 
-// The same profile with the same set of names compiles to the same program,
-// whatever the order or repeats of extra_deny.
-std::string CacheKey(const SeccompOptions& options) {
-  std::vector<std::string> names = options.extra_deny;
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  return absl::StrCat(SeccompProfileName(options.profile), ":",
-                      absl::StrJoin(names, ","));
-}
-
 absl::Status ValidateExtraDeny(const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     // A NUL would cut the name short for libseccomp ("mkdir\0x" → mkdir).
@@ -91,6 +82,16 @@ absl::Status ValidateExtraDeny(const std::vector<std::string>& names) {
         seccomp_syscall_resolve_name(name.c_str()) == __NR_SCMP_ERROR) {
       return absl::InvalidArgumentError(
           absl::StrCat("seccomp_deny: unknown syscall \"", name, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateProtectedPids(const std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) {
+    if (pid <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("seccomp: protected pid ", pid, " is not a process id"));
     }
   }
   return absl::OkStatus();
@@ -153,9 +154,10 @@ void SeccompProgram::Point() {
 
 absl::StatusOr<SeccompProgram> CompileSeccomp(const SeccompOptions& options) {
   RETURN_IF_ERROR(ValidateExtraDeny(options.extra_deny));
-  auto instructions = Cache().GetOrBuild(CacheKey(options), [&] {
-    return seccomp_internal::BuildSeccompFilter(options);
-  });
+  RETURN_IF_ERROR(ValidateProtectedPids(options.protected_pids));
+  auto instructions = Cache().GetOrBuild(
+      seccomp_internal::CacheKey(options),
+      [&] { return seccomp_internal::BuildSeccompFilter(options); });
   if (!instructions.ok()) {
     return Annotate(
         instructions.status(),

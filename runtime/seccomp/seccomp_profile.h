@@ -26,6 +26,7 @@
 #define MYCEL_RUNTIME_SECCOMP_SECCOMP_PROFILE_H_
 
 #include <linux/filter.h>
+#include <sys/types.h>
 
 #include <cstddef>
 #include <string>
@@ -50,6 +51,21 @@ struct SeccompOptions {
   // named syscall is denied: "mkdir" leaves "mkdirat" alone. A name libseccomp
   // does not know is INVALID_ARGUMENT `seccomp_deny: unknown syscall "x"`.
   std::vector<std::string> extra_deny;
+  // For a cell that shares the host's pid namespace: processes it may not
+  // signal, renice, reschedule, pin, limit, or open a pidfd to, by pid as
+  // the kernel sees them from the cell (the host's pids, without a pid
+  // namespace). A process group whose id is one of them may not be
+  // signalled either. Such calls fail with EPERM; pidfd_send_signal, whose
+  // target the filter cannot see, fails with ENOSYS (programs fall back to
+  // kill). Each pid must be > 0 (INVALID_ARGUMENT `seccomp: protected pid
+  // 0 is not a process id`). Default and strict only: profile none means no
+  // filter, and ignores this. Order and repeats do not matter.
+  // runtime/seccomp/README.md, "Cells without a pid namespace", says what
+  // this does not cover (the threads of a protected process among others).
+  std::vector<pid_t> protected_pids;
+  // kill(-1, sig), which signals every process the caller may signal, fails
+  // with EPERM. Default and strict only (strict denies kill anyway).
+  bool deny_broadcast_signals = false;
 };
 
 // A compiled classic-BPF seccomp filter. Move-only; owns its instructions.
@@ -85,12 +101,13 @@ class SeccompProgram final {
 };
 
 // Compiles `options` into a filter for this machine's architectures.
-// INVALID_ARGUMENT names a bad extra_deny entry; any other error names the
-// libseccomp call that failed. Results are cached by options (the profile
-// and the set of extra_deny names): building the default profile from
-// scratch takes tens of milliseconds (libseccomp, three ABIs), a cache hit
-// about a microsecond (it copies the instructions). Compiles that miss the
-// cache run one at a time; hits never wait for them. Thread-safe.
+// INVALID_ARGUMENT names a bad extra_deny entry or protected pid; any other
+// error names the libseccomp call that failed. Results are cached by options
+// (the profile, the set of extra_deny names, and for default and strict the
+// set of protected pids and deny_broadcast_signals): building the default
+// profile from scratch takes tens of milliseconds (libseccomp, three ABIs), a
+// cache hit about a microsecond (it copies the instructions). Compiles that
+// miss the cache run one at a time; hits never wait for them. Thread-safe.
 absl::StatusOr<SeccompProgram> CompileSeccomp(const SeccompOptions& options);
 
 // The syscalls `kind` allows, always or for some argument values, sorted; for

@@ -558,6 +558,31 @@ TEST_CASE(
   CHECK(access("/tmp/x-never", F_OK) != 0);
 }
 
+TEST_CASE("a cell without a pid namespace cannot signal PID 1 or myceld") {
+  if (!NeedRoot()) return;
+  Node n;
+  // Signal 0 only checks permission: the filter answers EPERM before the
+  // kernel would say yes.
+  auto r = n.Cli({"run", "--", "sh", "-c",
+                  absl::StrCat("kill -0 1; echo $?; kill -0 ", n.d().pid(),
+                               "; echo $?; kill -0 -1; echo $?; "
+                               "kill -0 $$; echo $?")});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "1\n1\n1\n0\n");
+  size_t refusals = 0;
+  for (size_t at = r.err.find("Operation not permitted");
+       at != std::string::npos;
+       at = r.err.find("Operation not permitted", at + 1)) {
+    ++refusals;
+  }
+  CHECK_MESSAGE(refusals == 3, r.err);
+  // In its own pid namespace, PID 1 is the cell's init.
+  auto own = n.Cli({"run", "--isolate", "pid,mount", "--", "sh", "-c",
+                    "kill -0 1; echo $?"});
+  CHECK(own.exit_code == 0);
+  CHECK(own.out == "0\n");
+}
+
 TEST_CASE("mycel run: exit codes, 128+signal, stdout and stderr kept apart") {
   if (!NeedRoot()) return;
   Node n;

@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/fs.h"
 #include "runtime/log.h"
 #include "runtime/seccomp/internal/range_dispatch.h"
@@ -43,9 +44,11 @@ absl::Status LibseccompError(absl::string_view call, int rc) {
 
 // What the filter does with one syscall.
 struct Decision {
-  enum class Kind { kAllow, kDeny, kEnosys, kConditional };
+  enum class Kind { kAllow, kDeny, kEnosys, kConditional, kAllowUnless };
   Kind kind = Kind::kDeny;
   const ConditionalSyscall* conditional = nullptr;  // kConditional only
+  // kAllowUnless only: EPERM when all comparisons of any one entry hold.
+  std::vector<std::vector<scmp_arg_cmp>> deny_when;
 };
 
 // Every syscall name libseccomp knows, on any of the filter's arches, with a
@@ -63,6 +66,93 @@ std::set<std::string> KnownSyscallNames(const std::vector<uint32_t>& arches) {
     }
   }
   return known;
+}
+
+// The values `check` stands for under `options` (none: the rule is off).
+std::vector<uint32_t> CheckValues(const TargetCheck& check,
+                                  const SeccompOptions& options) {
+  std::vector<uint32_t> values;
+  switch (check.kind) {
+    case TargetCheck::Kind::kNone:
+      break;
+    case TargetCheck::Kind::kValue:
+      values.push_back(check.value);
+      break;
+    case TargetCheck::Kind::kProtectedPid:
+    case TargetCheck::Kind::kProtectedGroup:
+      for (pid_t pid : options.protected_pids) {
+        uint32_t v = static_cast<uint32_t>(pid);
+        values.push_back(
+            check.kind == TargetCheck::Kind::kProtectedPid ? v : 0 - v);
+      }
+      break;
+    case TargetCheck::Kind::kBroadcast:
+      if (options.deny_broadcast_signals) values.push_back(UINT32_MAX);
+      break;
+  }
+  return values;
+}
+
+// The low 32 bits of args[arg] are `value`: the kernel reads a C int from
+// the low half of the register, whatever the high half holds (glibc
+// sign-extends, a raw syscall need not).
+scmp_arg_cmp Low32Is(unsigned int arg, uint32_t value) {
+  return scmp_arg_cmp{arg, SCMP_CMP_MASKED_EQ, 0xffffffffu, value};
+}
+
+// Turns the syscalls that TargetRules() names, and that `decisions` allows
+// outright, into kAllowUnless with the rules' comparisons for `options`; and
+// those of TargetEnosys() into kEnosys, when there are protected pids.
+void DecideTargets(const SeccompOptions& options,
+                   std::map<std::string, Decision>* decisions) {
+  const bool protect = !options.protected_pids.empty();
+  if (!protect && !options.deny_broadcast_signals) return;
+  std::map<std::string, std::set<std::vector<std::pair<unsigned, uint32_t>>>>
+      deny;
+  for (const TargetRule& rule : TargetRules()) {
+    auto it = decisions->find(rule.name);
+    if (it == decisions->end() || it->second.kind != Decision::Kind::kAllow) {
+      continue;
+    }
+    // A rule that names no pid (a route the filter cannot inspect) guards
+    // the protected pids; without any it is off.
+    bool names_pid = false;
+    for (const TargetCheck* c : {&rule.check, &rule.and_check}) {
+      names_pid |= c->kind != TargetCheck::Kind::kValue &&
+                   c->kind != TargetCheck::Kind::kNone;
+    }
+    if (!names_pid && !protect) continue;
+    std::vector<uint32_t> firsts = CheckValues(rule.check, options);
+    std::vector<uint32_t> seconds = CheckValues(rule.and_check, options);
+    for (uint32_t first : firsts) {
+      if (rule.and_check.kind == TargetCheck::Kind::kNone) {
+        deny[rule.name].insert({{rule.check.arg, first}});
+        continue;
+      }
+      for (uint32_t second : seconds) {
+        deny[rule.name].insert(
+            {{rule.check.arg, first}, {rule.and_check.arg, second}});
+      }
+    }
+  }
+  for (const auto& [name, conjunctions] : deny) {
+    Decision& d = (*decisions)[name];
+    d.kind = Decision::Kind::kAllowUnless;
+    for (const auto& conjunction : conjunctions) {
+      std::vector<scmp_arg_cmp> cmps;
+      for (const auto& [arg, value] : conjunction) {
+        cmps.push_back(Low32Is(arg, value));
+      }
+      d.deny_when.push_back(std::move(cmps));
+    }
+  }
+  if (!protect) return;
+  for (const char* name : TargetEnosys()) {
+    auto it = decisions->find(name);
+    if (it != decisions->end() && it->second.kind == Decision::Kind::kAllow) {
+      it->second = {Decision::Kind::kEnosys};
+    }
+  }
 }
 
 // The decision for every syscall that the filter names, for `options`.
@@ -88,6 +178,9 @@ std::map<std::string, Decision> Decide(const SeccompOptions& options,
     for (const char* name : table.enosys) {
       decisions[name] = {Decision::Kind::kEnosys};
     }
+  }
+  if (options.profile != SeccompProfileKind::kNone) {
+    DecideTargets(options, &decisions);
   }
   for (const std::string& name : options.extra_deny) {
     decisions[name] = {Decision::Kind::kDeny};
@@ -123,6 +216,21 @@ absl::Status AddConditional(void* ctx, const ConditionalSyscall& c, int nr) {
                  {scmp_arg_cmp{c.arg, SCMP_CMP_GE, 0, 0}});
 }
 
+// Allows `name` except where one of `deny_when`'s conjunctions holds: EPERM
+// rules for those, and a catch-all allow that is itself conditional (see
+// AddConditional), args[0] >= 0. libseccomp tests the arguments of a
+// syscall from the highest down and, on one argument, equality and masks
+// before >=, so the catch-all on argument 0 comes last whatever the rules
+// look at; the unit tests check it by running the filter.
+absl::Status AddAllowUnless(void* ctx, const std::string& name, int nr,
+                            const Decision& decision) {
+  for (const std::vector<scmp_arg_cmp>& cmps : decision.deny_when) {
+    RETURN_IF_ERROR(AddRule(ctx, name, nr, SCMP_ACT_ERRNO(EPERM), cmps));
+  }
+  return AddRule(ctx, name, nr, SCMP_ACT_ALLOW,
+                 {scmp_arg_cmp{0, SCMP_CMP_GE, 0, 0}});
+}
+
 // The rules that carry out `decision` for syscall `name` (number `nr`).
 absl::Status AddRules(void* ctx, const std::string& name, int nr,
                       const Decision& decision, uint32_t default_action) {
@@ -138,6 +246,8 @@ absl::Status AddRules(void* ctx, const std::string& name, int nr,
       return AddRule(ctx, name, nr, SCMP_ACT_ERRNO(ENOSYS), {});
     case Decision::Kind::kConditional:
       return AddConditional(ctx, *decision.conditional, nr);
+    case Decision::Kind::kAllowUnless:
+      return AddAllowUnless(ctx, name, nr, decision);
   }
   return absl::OkStatus();
 }
@@ -182,6 +292,21 @@ absl::StatusOr<std::vector<struct sock_filter>> Export(void* ctx) {
 }
 
 }  // namespace
+
+std::string CacheKey(const SeccompOptions& options) {
+  std::vector<std::string> names = options.extra_deny;
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::string key = absl::StrCat(SeccompProfileName(options.profile), ":",
+                                 absl::StrJoin(names, ","));
+  if (options.profile == SeccompProfileKind::kNone) return key;
+  std::vector<pid_t> pids = options.protected_pids;
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  absl::StrAppend(&key, ":pids=", absl::StrJoin(pids, ","),
+                  options.deny_broadcast_signals ? ":no-broadcast" : "");
+  return key;
+}
 
 bool KernelHasX32() {
 #if defined(__x86_64__)
@@ -295,9 +420,9 @@ absl::StatusOr<std::vector<struct sock_filter>> BuildLibseccompFilter(
   std::map<std::string, Decision> decisions = Decide(options, arches);
   for (bool conditional : {false, true}) {
     for (const auto& [name, decision] : decisions) {
-      if ((decision.kind == Decision::Kind::kConditional) != conditional) {
-        continue;
-      }
+      const bool has_args = decision.kind == Decision::Kind::kConditional ||
+                            decision.kind == Decision::Kind::kAllowUnless;
+      if (has_args != conditional) continue;
       int nr = seccomp_syscall_resolve_name(name.c_str());
       // Only table names get here unresolved (CompileSeccomp validates
       // extra_deny): syscalls newer than this libseccomp, left to the

@@ -6,6 +6,7 @@
 #include <linux/filter.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,6 +28,12 @@ bool KernelHasX32();
 // that libseccomp can resolve there (x32 numbers include the 0x40000000
 // bit); -1 if none resolves. Numbers above it are "newer than the profile".
 int HighestKnownSyscall(uint32_t arch);
+
+// Options with the same key compile to the same program: the profile, the
+// set of extra_deny names and, except for profile none (which ignores
+// them), the set of protected pids and deny_broadcast_signals. Order and
+// repeats do not count.
+std::string CacheKey(const SeccompOptions& options);
 
 // Compiles `options` from scratch. REQUIRES: every extra_deny name resolves
 // (CompileSeccomp checks). An empty vector means "no filter" (profile none,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -136,6 +137,10 @@ class Assembler {
     return static_cast<int>(labels_.size()) - 1;
   }
   void Place(int label) { labels_[label] = static_cast<int>(code_.size()); }
+  // Where `label` was placed. REQUIRES: it was.
+  size_t Position(int label) const {
+    return static_cast<size_t>(labels_[label]);
+  }
   // k, or a jump with targets (-1: the next instruction).
   void Emit(uint16_t code, uint32_t k, int jt = -1, int jf = -1, int ja = -1) {
     code_.push_back({code, k, jt, jf, ja});
@@ -198,7 +203,7 @@ class Rewriter {
  public:
   explicit Rewriter(const std::vector<struct sock_filter>& p) : p_(p) {}
 
-  absl::StatusOr<std::vector<struct sock_filter>> Run() {
+  absl::StatusOr<DispatchRewrite> Run() {
     std::set<uint32_t> nr_consts, arch_consts;
     if (absl::Status s = CollectConstants(p_, &nr_consts, &arch_consts);
         !s.ok()) {
@@ -251,11 +256,15 @@ class Rewriter {
                [&](size_t i) { EmitOutcome(ranges[i].outcome, Holds::kNr); });
     }
     EmitCopy();
-    return as_.Resolve();
+    DispatchRewrite rewrite;
+    absl::StatusOr<std::vector<struct sock_filter>> code = as_.Resolve();
+    if (!code.ok()) return code.status();
+    rewrite.program = *std::move(code);
+    for (const auto& [pc, label] : copy_label_) {
+      rewrite.copied_at[pc] = as_.Position(label);
+    }
+    return rewrite;
   }
-
-  // After Run: the instructions copied from the old program.
-  const std::set<size_t>& kept() const { return kept_; }
 
  private:
   // A binary search over ranges[lo, hi) on the accumulator, calling
@@ -316,7 +325,7 @@ class Rewriter {
   }
 
   void EmitCopy() {
-    std::map<size_t, int> label;
+    std::map<size_t, int>& label = copy_label_;
     for (size_t pc : kept_) {
       auto e = entry_label_.find(pc);
       label[pc] = e != entry_label_.end() ? e->second : as_.NewLabel();
@@ -342,20 +351,154 @@ class Rewriter {
   std::set<size_t> entries_;
   std::set<size_t> kept_;
   std::map<size_t, int> entry_label_;
+  std::map<size_t, int> copy_label_;  // every kept pc
   Assembler as_;
 };
 
-// The constants the argument checks (the instructions at `pcs`) compare
+// The constants that the argument checks reachable from `entry` compare
 // against, as values for any word of any argument, with their neighbours.
 std::vector<uint32_t> ArgumentProbes(const std::vector<struct sock_filter>& p,
-                                     const std::set<size_t>& pcs) {
+                                     size_t entry) {
   std::set<uint32_t> values = {0, 1, UINT32_MAX};
-  for (size_t pc : pcs) {
+  std::set<size_t> seen;
+  std::vector<size_t> frontier = {entry};
+  while (!frontier.empty()) {
+    size_t pc = frontier.back();
+    frontier.pop_back();
+    if (pc >= p.size() || !seen.insert(pc).second) continue;
     const struct sock_filter& in = p[pc];
-    if (BPF_CLASS(in.code) != BPF_JMP || BPF_SRC(in.code) != BPF_K) continue;
-    for (uint32_t v : {in.k - 1, in.k, in.k + 1}) values.insert(v);
+    if (BPF_CLASS(in.code) == BPF_RET) continue;
+    if (BPF_CLASS(in.code) != BPF_JMP) {
+      frontier.push_back(pc + 1);
+    } else if (BPF_OP(in.code) == BPF_JA) {
+      frontier.push_back(pc + 1 + in.k);
+    } else {
+      if (BPF_SRC(in.code) == BPF_K) {
+        for (uint32_t v : {in.k - 1, in.k, in.k + 1}) values.insert(v);
+      }
+      frontier.push_back(pc + 1 + in.jt);
+      frontier.push_back(pc + 1 + in.jf);
+    }
   }
   return {values.begin(), values.end()};
+}
+
+// The constants that the rewritten program's dispatch (its instructions
+// before `limit`, where the copy begins) compares the number and the
+// architecture against, like CollectConstants. FAILED_PRECONDITION if it
+// does anything but load those two or an immediate, compare the
+// accumulator with constants, jump, and return: then its outcome might not
+// be constant between those constants, nor leave X and scratch memory zero.
+absl::Status CollectPrefixConstants(const std::vector<struct sock_filter>& p,
+                                    size_t limit, std::set<uint32_t>* nr_consts,
+                                    std::set<uint32_t>* arch_consts) {
+  std::set<std::pair<size_t, Holds>> seen;
+  std::vector<std::pair<size_t, Holds>> frontier = {{0, Holds::kZero}};
+  while (!frontier.empty()) {
+    auto [pc, holds] = frontier.back();
+    frontier.pop_back();
+    if (pc >= p.size()) return Unfit("a jump leaves the rewritten program");
+    if (pc >= limit) continue;  // the copy: checked on its own
+    if (!seen.insert({pc, holds}).second) continue;
+    const struct sock_filter& in = p[pc];
+    if (in.code == (BPF_LD | BPF_IMM)) {
+      // A constant: comparisons with it go the same way for every input.
+      frontier.push_back({pc + 1, Holds::kZero});
+      continue;
+    }
+    if (!IsDispatchStep(in)) {
+      return Unfit("the rewritten dispatch looks at more than (arch, nr)");
+    }
+    if (in.code == (BPF_RET | BPF_K)) continue;
+    if (in.code == kLoadAbs) {
+      frontier.push_back(
+          {pc + 1, in.k == kNrOffset ? Holds::kNr : Holds::kArch});
+    } else if (BPF_OP(in.code) == BPF_JA) {
+      frontier.push_back({pc + 1 + in.k, holds});
+    } else {
+      if (holds == Holds::kNr) nr_consts->insert(in.k);
+      if (holds == Holds::kArch) arch_consts->insert(in.k);
+      frontier.push_back({pc + 1 + in.jt, holds});
+      frontier.push_back({pc + 1 + in.jf, holds});
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Where the rewritten dispatch ends for (arch, nr): a return, or the first
+// instruction at or after `limit` (in the copy) that it reaches, with the
+// accumulator there.
+struct PrefixEnd {
+  bool is_return = false;
+  uint32_t value = 0;  // the return value, or the pc reached
+  uint32_t a = 0;
+};
+
+absl::StatusOr<PrefixEnd> RunPrefix(const std::vector<struct sock_filter>& p,
+                                    size_t limit, uint32_t arch, uint32_t nr) {
+  uint32_t a = 0;
+  size_t pc = 0;
+  while (pc < limit) {
+    const struct sock_filter& in = p[pc];
+    if (in.code == (BPF_LD | BPF_IMM)) {
+      a = in.k;
+      ++pc;
+    } else if (in.code == kLoadAbs &&
+               (in.k == kNrOffset || in.k == kArchOffset)) {
+      a = in.k == kNrOffset ? nr : arch;
+      ++pc;
+    } else if (in.code == (BPF_RET | BPF_K)) {
+      return PrefixEnd{true, in.k, 0};
+    } else if (in.code == (BPF_JMP | BPF_JA)) {
+      pc += 1 + in.k;
+    } else if (IsConstantCompare(in)) {
+      bool taken = BPF_OP(in.code) == BPF_JEQ   ? a == in.k
+                   : BPF_OP(in.code) == BPF_JGT ? a > in.k
+                                                : a >= in.k;
+      pc += 1 + (taken ? in.jt : in.jf);
+    } else {
+      return Unfit("the rewritten dispatch looks at more than (arch, nr)");
+    }
+  }
+  if (pc >= p.size()) return Unfit("the rewritten dispatch runs off the end");
+  return PrefixEnd{false, static_cast<uint32_t>(pc), a};
+}
+
+// Part 2 of the proof: every instruction that the rewrite says it copied is
+// the original's, and every way on from it leads to the copy of where the
+// original goes on to. Then, from a copy entered in the original's state,
+// the rewrite runs step for step as the original, whatever the input.
+absl::Status CheckCopy(const std::vector<struct sock_filter>& p,
+                       const DispatchRewrite& rewrite, size_t copy_start) {
+  const std::vector<struct sock_filter>& q = rewrite.program;
+  auto copied_to = [&](size_t from, size_t to) {
+    auto it = rewrite.copied_at.find(from);
+    return it != rewrite.copied_at.end() && it->second == to;
+  };
+  for (const auto& [from, to] : rewrite.copied_at) {
+    if (from >= p.size() || to >= q.size() || to < copy_start) {
+      return Unfit("the copy map points outside the programs");
+    }
+    const struct sock_filter& a = p[from];
+    const struct sock_filter& b = q[to];
+    bool same = a.code == b.code;
+    if (same && BPF_CLASS(a.code) == BPF_RET) {
+      same = a.k == b.k;
+    } else if (same && a.code == (BPF_JMP | BPF_JA)) {
+      same = copied_to(from + 1 + a.k, to + 1 + b.k);
+    } else if (same && BPF_CLASS(a.code) == BPF_JMP) {
+      same = a.k == b.k && copied_to(from + 1 + a.jt, to + 1 + b.jt) &&
+             copied_to(from + 1 + a.jf, to + 1 + b.jf);
+    } else if (same) {
+      same = a.k == b.k && copied_to(from + 1, to + 1);
+    }
+    if (!same) {
+      return Unfit(absl::StrCat("instruction ", to,
+                                " of the rewrite is not a faithful copy of ",
+                                from));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckEqual(const std::vector<struct sock_filter>& a,
@@ -502,43 +645,112 @@ absl::StatusOr<uint32_t> RunSeccompProgram(
   return absl::InvalidArgumentError("seccomp program runs off its end");
 }
 
-absl::StatusOr<std::vector<struct sock_filter>> CompressDispatch(
+absl::StatusOr<DispatchRewrite> RewriteDispatch(
     const std::vector<struct sock_filter>& program) {
   if (program.empty()) return Unfit("empty program");
   Rewriter rewriter(program);
-  absl::StatusOr<std::vector<struct sock_filter>> out = rewriter.Run();
-  if (!out.ok()) return out.status();
-  if (out->size() >= program.size()) return Unfit("no smaller");
-  if (out->size() > BPF_MAXINSNS) return Unfit("too long");
+  return rewriter.Run();
+}
+
+absl::Status ProveSameDecisions(const std::vector<struct sock_filter>& original,
+                                const DispatchRewrite& rewrite) {
+  const std::vector<struct sock_filter>& q = rewrite.program;
+  size_t copy_start = q.size();
+  for (const auto& entry : rewrite.copied_at) {
+    copy_start = std::min(copy_start, entry.second);
+  }
+  if (absl::Status s = CheckCopy(original, rewrite, copy_start); !s.ok()) {
+    return s;
+  }
+  // Part 1: both dispatches compare (arch, nr) only with constants, so
+  // their outcomes are constant on every box between consecutive constants
+  // of either program (and their successors); one corner per box stands
+  // for all of it.
+  std::set<uint32_t> nr_consts, arch_consts;
+  if (absl::Status s = CollectConstants(original, &nr_consts, &arch_consts);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CollectPrefixConstants(q, copy_start, &nr_consts, &arch_consts);
+      !s.ok()) {
+    return s;
+  }
+  for (uint32_t arch : RangeStarts(arch_consts)) {
+    for (uint32_t nr : RangeStarts(nr_consts)) {
+      absl::StatusOr<Outcome> o = Dispatch(original, arch, nr);
+      if (!o.ok()) return o.status();
+      absl::StatusOr<PrefixEnd> e = RunPrefix(q, copy_start, arch, nr);
+      if (!e.ok()) return e.status();
+      const std::string where = absl::StrCat(" for arch ", arch, " nr ", nr);
+      if (o->is_return) {
+        if (!e->is_return || e->value != o->value) {
+          return Unfit(
+              absl::StrCat("the rewrite does not return ", o->value, where));
+        }
+        continue;
+      }
+      // Part 3: the rewrite enters the copy of the original's entry with
+      // the accumulator the original has there (X and scratch memory are
+      // zero in both: neither dispatch writes them). With part 2, the rest
+      // runs alike for every argument, instruction pointer and all.
+      auto copy = rewrite.copied_at.find(o->value);
+      const uint32_t a = o->holds == Holds::kNr     ? nr
+                         : o->holds == Holds::kArch ? arch
+                                                    : 0;
+      if (e->is_return || copy == rewrite.copied_at.end() ||
+          copy->second != e->value || e->a != a) {
+        return Unfit(absl::StrCat("the rewrite does not enter the copy of ",
+                                  o->value, where));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<struct sock_filter>> CompressDispatch(
+    const std::vector<struct sock_filter>& program) {
+  absl::StatusOr<DispatchRewrite> rewrite = RewriteDispatch(program);
+  if (!rewrite.ok()) return rewrite.status();
+  const std::vector<struct sock_filter>& out = rewrite->program;
+  if (out.size() >= program.size()) return Unfit("no smaller");
+  if (out.size() > BPF_MAXINSNS) return Unfit("too long");
   // The kernel refuses a program whose last instruction is not a return.
-  if (BPF_CLASS(out->back().code) != BPF_RET) {
+  if (BPF_CLASS(out.back().code) != BPF_RET) {
     return Unfit("the rewrite does not end with a return");
   }
+  if (absl::Status s = ProveSameDecisions(program, *rewrite); !s.ok()) {
+    return s;
+  }
 
-  // Proof, as described in the header: every range of (arch, nr), with
-  // arguments of zeros, and with arguments made of the constants compared
-  // against wherever the outcome depends on them.
+  // And, as a check of the proof, both programs run at a corner of every
+  // box of the original, with arguments of zeros, and where the outcome
+  // depends on arguments, with each argument word set to each constant
+  // that the argument checks of that syscall compare against, and its
+  // neighbours.
   std::set<uint32_t> nr_consts, arch_consts;
   if (absl::Status s = CollectConstants(program, &nr_consts, &arch_consts);
       !s.ok()) {
     return s;
   }
-  const std::vector<uint32_t> probes = ArgumentProbes(program, rewriter.kept());
+  std::map<uint32_t, std::vector<uint32_t>> probes;  // by entry
   for (uint32_t arch : RangeStarts(arch_consts)) {
     for (uint32_t nr : RangeStarts(nr_consts)) {
       struct seccomp_data d = {};
       d.arch = arch;
       d.nr = static_cast<int>(nr);
-      if (absl::Status s = CheckEqual(program, *out, d); !s.ok()) return s;
+      if (absl::Status s = CheckEqual(program, out, d); !s.ok()) return s;
       absl::StatusOr<Outcome> o = Dispatch(program, arch, nr);
       if (!o.ok()) return o.status();
       if (o->is_return) continue;
+      auto [it, added] = probes.try_emplace(o->value);
+      if (added) it->second = ArgumentProbes(program, o->value);
       for (size_t arg = 0; arg < 6; ++arg) {
-        for (uint32_t v : probes) {
+        for (uint32_t v : it->second) {
           for (int half = 0; half < 2; ++half) {
             struct seccomp_data with = d;
             with.args[arg] = half == 0 ? uint64_t{v} : uint64_t{v} << 32;
-            if (absl::Status s = CheckEqual(program, *out, with); !s.ok()) {
+            if (absl::Status s = CheckEqual(program, out, with); !s.ok()) {
               return s;
             }
           }
@@ -546,7 +758,7 @@ absl::StatusOr<std::vector<struct sock_filter>> CompressDispatch(
       }
     }
   }
-  return out;
+  return std::move(rewrite->program);
 }
 
 }  // namespace mycel::seccomp_internal

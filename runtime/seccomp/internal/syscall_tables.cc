@@ -1,8 +1,11 @@
 #include "runtime/seccomp/internal/syscall_tables.h"
 
+#include <fcntl.h>
+#include <linux/sockios.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/personality.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <cstdint>
@@ -702,6 +705,83 @@ constexpr ConditionalSyscall kStrictConditional[] = {
     {"ioctl", 1, Match::kAnyOf, kStrictIoctls},
 };
 
+// ---------------------------------------------------------------------------
+// Other processes, named by pid: what a cell that shares the host's pid
+// namespace may not do to the protected pids (PID 1, myceld). See
+// TargetRule and runtime/seccomp/README.md, "Cells without a pid namespace".
+// ---------------------------------------------------------------------------
+using Check = TargetCheck::Kind;
+constexpr TargetCheck Pid(unsigned int arg) {
+  return {Check::kProtectedPid, arg, 0};
+}
+constexpr TargetCheck Group(unsigned int arg) {
+  return {Check::kProtectedGroup, arg, 0};
+}
+constexpr TargetCheck Broadcast(unsigned int arg) {
+  return {Check::kBroadcast, arg, 0};
+}
+constexpr TargetCheck Is(unsigned int arg, uint32_t value) {
+  return {Check::kValue, arg, value};
+}
+
+// ioprio_set's `which` (<linux/ioprio.h>, which C++ cannot include: a
+// parameter there is named `class`).
+constexpr uint32_t kIoprioWhoUser = 3;
+
+constexpr TargetRule kTargetRules[] = {
+    // kill(pid > 0) signals a process, kill(-pgid) a process group, and
+    // kill(-1) every process the caller may signal. kill(0), the caller's
+    // own group, stays allowed (a cell's processes lead their own session).
+    {"kill", Pid(0)},
+    {"kill", Group(0)},
+    {"kill", Broadcast(0)},
+    // Thread-directed signals: tkill(tid), tgkill(tgid, tid),
+    // rt_tgsigqueueinfo(tgid, tid, ...). The kernel insists that tid be in
+    // tgid; both are checked all the same.
+    {"tkill", Pid(0)},
+    {"tgkill", Pid(0)},
+    {"tgkill", Pid(1)},
+    {"rt_tgsigqueueinfo", Pid(0)},
+    {"rt_tgsigqueueinfo", Pid(1)},
+    // sigqueue(3). The kernel answers ESRCH to -1 (it is no broadcast here),
+    // but the call is refused the same way kill(-1) is.
+    {"rt_sigqueueinfo", Pid(0)},
+    {"rt_sigqueueinfo", Broadcast(0)},
+    // A pidfd would let pidfd_send_signal reach the process.
+    {"pidfd_open", Pid(0)},
+    // Lowering a process's limits (RLIMIT_NOFILE 0), its priority or CPU
+    // share (SCHED_IDLE), its CPUs or its I/O class needs no capability when
+    // the uids match: a root cell could starve root's processes.
+    {"prlimit64", Pid(0)},
+    {"sched_setaffinity", Pid(0)},
+    {"sched_setscheduler", Pid(0)},
+    {"sched_setparam", Pid(0)},
+    {"sched_setattr", Pid(0)},
+    // setpriority(which, who, prio) and ioprio_set(which, who, prio): `who`
+    // is a pid (PRIO_PROCESS, IOPRIO_WHO_PROCESS) or a process group
+    // (PRIO_PGRP, IOPRIO_WHO_PGRP), whose id is its leader's pid. PRIO_USER
+    // and IOPRIO_WHO_USER reach every process of a uid, the protected ones
+    // included whenever the cell runs as their user; they are denied.
+    {"setpriority", Pid(1)},
+    {"setpriority", Is(0, PRIO_USER)},
+    {"ioprio_set", Pid(1)},
+    {"ioprio_set", Is(0, kIoprioWhoUser)},
+    // A descriptor's owner receives SIGIO and SIGURG, or any signal chosen
+    // with F_SETSIG, SIGSTOP and SIGKILL included, when I/O is ready.
+    // F_SETOWN names the owner as a pid or a -pgid; F_SETOWN_EX, FIOSETOWN
+    // and SIOCSPGRP pass it behind a pointer the filter cannot read.
+    {"fcntl", Is(1, F_SETOWN), Pid(2)},
+    {"fcntl", Is(1, F_SETOWN), Group(2)},
+    {"fcntl", Is(1, F_SETOWN_EX)},
+    {"fcntl64", Is(1, F_SETOWN), Pid(2)},
+    {"fcntl64", Is(1, F_SETOWN), Group(2)},
+    {"fcntl64", Is(1, F_SETOWN_EX)},
+    {"ioctl", Is(1, FIOSETOWN)},
+    {"ioctl", Is(1, SIOCSPGRP)},
+};
+
+constexpr const char* kTargetEnosys[] = {"pidfd_send_signal"};
+
 constexpr ProfileTable kDefaultTable = {kDefaultAllow, kDefaultConditional,
                                         kEnosys, kDefaultDeny};
 // Strict spells out no deny list: everything known and not allowed is
@@ -724,6 +804,10 @@ const ProfileTable& ProfileTableFor(SeccompProfileKind kind) {
   }
   return kNoneTable;
 }
+
+absl::Span<const TargetRule> TargetRules() { return kTargetRules; }
+
+absl::Span<const char* const> TargetEnosys() { return kTargetEnosys; }
 
 std::vector<const char*> AllTableNames() {
   std::vector<const char*> all;

@@ -42,6 +42,46 @@ struct ProfileTable {
   absl::Span<const char* const> deny;
 };
 
+// One way a syscall can act on another process that it names by pid, for
+// cells that share the host's pid namespace (SeccompOptions::protected_pids
+// and deny_broadcast_signals). A call is denied with EPERM when every check
+// of a rule holds. Checks compare the low 32 bits of an argument only: pids,
+// commands and `which` selectors are C ints, which the kernel reads from the
+// low half of a 64-bit register whatever the high half holds.
+struct TargetCheck {
+  enum class Kind {
+    kNone,            // no check (the second check of a one-check rule)
+    kValue,           // the argument is `value`
+    kProtectedPid,    // the argument is one of the protected pids
+    kProtectedGroup,  // the argument is minus one of them: a process group
+    kBroadcast,       // the argument is -1: kill(-1, sig)
+  };
+  Kind kind = Kind::kNone;
+  unsigned int arg = 0;
+  uint32_t value = 0;  // kValue only
+};
+
+struct TargetRule {
+  const char* name;
+  TargetCheck check;
+  TargetCheck and_check;  // kNone: the rule has one check
+};
+
+// The rules above, for every syscall that any profile allows and that acts
+// on another process by pid. They apply only where the profile allows the
+// syscall outright; a syscall that a profile allows for some argument values
+// only (strict's ioctl) keeps its own allow-list, which the tests check
+// denies these calls too. A rule whose checks are all kValue is a route the
+// filter cannot inspect (the target sits behind a pointer, or is every
+// process of a user): it applies whenever there are protected pids.
+absl::Span<const TargetRule> TargetRules();
+
+// Syscalls that reach a process through a descriptor the filter cannot look
+// into (pidfd_send_signal takes a pidfd or an open /proc/<pid> directory):
+// with protected pids they fail with ENOSYS, so that programs fall back to
+// kill(2), whose pid the filter checks.
+absl::Span<const char* const> TargetEnosys();
+
 // The table of `kind`; all lists are empty for kNone.
 const ProfileTable& ProfileTableFor(SeccompProfileKind kind);
 

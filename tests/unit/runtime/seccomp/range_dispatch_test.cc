@@ -9,12 +9,14 @@
 #include <linux/audit.h>
 #include <seccomp.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/seccomp/internal/filter_builder.h"
+#include "runtime/seccomp/internal/syscall_tables.h"
 #include "tests/unit/runtime/seccomp/bpf_interpreter.h"
 
 namespace mycel {
@@ -23,6 +25,8 @@ namespace {
 namespace si = seccomp_internal;
 using testing::DescribeAction;
 using testing::RunSeccompFilter;
+
+constexpr uint32_t kOtherPid = 4243;
 
 std::vector<struct sock_filter> Libseccomp(SeccompOptions options) {
   auto built = si::BuildLibseccompFilter(options);
@@ -138,6 +142,132 @@ TEST_CASE("strict, and extra_deny on none, decide alike after the rewrite") {
   }
   // strict and default-plus-denials are large tables: both shrink.
   CHECK(compressed >= 2);
+}
+
+// Cells without a pid namespace: argument checks on pids, process groups,
+// -1 and commands, some of them on two arguments at once (fcntl's F_SETOWN
+// and the pid). The proof must cover them; here the tests' own interpreter
+// runs both programs over every combination of the values those checks
+// compare against, on every argument they look at, for each ABI.
+constexpr uint32_t kDaemon = 4242;
+constexpr uint32_t kHelper = 70001;
+
+SeccompOptions Protecting() {
+  SeccompOptions options;
+  options.protected_pids = {1, static_cast<pid_t>(kDaemon),
+                            static_cast<pid_t>(kHelper)};
+  options.deny_broadcast_signals = true;
+  return options;
+}
+
+TEST_CASE("protected pids: the rewrite decides alike, arguments and all") {
+  for (auto kind :
+       {SeccompProfileKind::kDefault, SeccompProfileKind::kStrict}) {
+    CAPTURE(SeccompProfileName(kind));
+    SeccompOptions options = Protecting();
+    options.profile = kind;
+    std::vector<struct sock_filter> original = Libseccomp(options);
+    auto rewritten = si::CompressDispatch(original);
+    REQUIRE_MESSAGE(rewritten.ok(), rewritten.status().ToString());
+    MESSAGE(SeccompProfileName(kind),
+            " with 3 protected pids: ", original.size(), " -> ",
+            rewritten->size(), " instructions");
+    CheckSameEverywhere(original, *rewritten);
+
+    std::vector<uint64_t> values = {
+        0, 1, 2, 3, 8, 15, 0x8901, 0x8902, uint64_t{kOtherPid}};
+    for (uint32_t p : {1u, kDaemon, kHelper}) {
+      for (uint32_t v : {p - 1, p, p + 1, 0 - p, 0 - p - 1}) {
+        values.push_back(v);  // 32 bits
+        values.push_back(
+            static_cast<uint64_t>(int64_t{static_cast<int32_t>(v)}));
+      }
+    }
+    values.push_back(0xdeadbeef00000000u | kDaemon);  // high half: garbage
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    const uint32_t kX32 = 0x40000000;
+    struct Abi {
+      uint32_t audit, scmp, nr_bit;
+    };
+    int checked = 0;
+    for (Abi abi : {Abi{AUDIT_ARCH_X86_64, SCMP_ARCH_X86_64, 0},
+                    Abi{AUDIT_ARCH_I386, SCMP_ARCH_X86, 0},
+                    Abi{AUDIT_ARCH_X86_64, SCMP_ARCH_X32, kX32}}) {
+      for (const si::TargetRule& rule : si::TargetRules()) {
+        int nr = seccomp_syscall_resolve_name_arch(abi.scmp, rule.name);
+        if (nr < 0) continue;
+        for (uint64_t a0 : values) {
+          for (uint64_t a1 : values) {
+            for (uint64_t a2 : values) {
+              struct seccomp_data d = {};
+              d.arch = abi.audit;
+              d.nr = nr;
+              d.args[0] = a0;
+              d.args[1] = a1;
+              d.args[2] = a2;
+              std::string diff = Differ(original, *rewritten, d);
+              REQUIRE_MESSAGE(diff.empty(), rule.name, " ", diff, " arg1 0x",
+                              absl::Hex(a1), " arg2 0x", absl::Hex(a2));
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+    MESSAGE(checked, " argument combinations decided alike");
+  }
+}
+
+// The proof on its own: it accepts the rewriter's program, and refuses it
+// after any one change to the copy of the argument checks (the protected
+// pids' include comparisons on two arguments at once, fcntl's F_SETOWN and
+// the pid) or to the dispatch.
+TEST_CASE("the proof refuses a rewrite that differs anywhere") {
+  for (const SeccompOptions& options : {SeccompOptions{}, Protecting()}) {
+    CAPTURE(options.protected_pids.size());
+    std::vector<struct sock_filter> original = Libseccomp(options);
+    auto rewrite = si::RewriteDispatch(original);
+    REQUIRE_MESSAGE(rewrite.ok(), rewrite.status().ToString());
+    REQUIRE(si::ProveSameDecisions(original, *rewrite).ok());
+    REQUIRE_FALSE(rewrite->copied_at.empty());
+
+    // Each copied comparison with a constant: off by one, or its two ways
+    // out swapped.
+    int refused = 0, tried = 0;
+    for (const auto& [from, to] : rewrite->copied_at) {
+      const struct sock_filter& in = original[from];
+      if (BPF_CLASS(in.code) != BPF_JMP || BPF_OP(in.code) == BPF_JA) continue;
+      si::DispatchRewrite changed = *rewrite;
+      changed.program[to].k += 1;
+      ++tried;
+      refused += !si::ProveSameDecisions(original, changed).ok();
+      if (in.jt != in.jf) {
+        changed = *rewrite;
+        std::swap(changed.program[to].jt, changed.program[to].jf);
+        ++tried;
+        refused += !si::ProveSameDecisions(original, changed).ok();
+      }
+    }
+    CHECK(tried > 50);
+    CHECK(refused == tried);
+
+    // The dispatch: each return value, and each range boundary.
+    size_t copy_start = rewrite->program.size();
+    for (const auto& entry : rewrite->copied_at) {
+      copy_start = std::min(copy_start, entry.second);
+    }
+    for (size_t pc = 0; pc < copy_start; ++pc) {
+      const struct sock_filter& in = rewrite->program[pc];
+      if (in.code == (BPF_RET | BPF_K) ||
+          in.code == (BPF_JMP | BPF_JGE | BPF_K)) {
+        si::DispatchRewrite changed = *rewrite;
+        changed.program[pc].k += 1;
+        CHECK_MESSAGE(!si::ProveSameDecisions(original, changed).ok(),
+                      "dispatch instruction ", pc);
+      }
+    }
+  }
 }
 
 TEST_CASE("a dispatch that tests bits of the number is left alone") {

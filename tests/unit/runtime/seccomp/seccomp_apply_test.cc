@@ -6,11 +6,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -19,10 +23,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/fs.h"
 #include "runtime/seccomp/internal/filter_builder.h"
 #include "runtime/seccomp/seccomp_profile.h"
 #include "tests/testing/process.h"
@@ -474,6 +483,308 @@ TEST_CASE("extra_deny mkdir on none: mkdir fails with EPERM, the rest works") {
   CHECK_MESSAGE(absl::StrContains(r.out, "Operation not permitted"), r.out);
   r = ExecUnder(program, {"/bin/sh", "-c", "echo ok"});
   CHECK(r.out == "ok\n");
+}
+
+// ---------------------------------------------------------------------------
+// Cells without a pid namespace: protected pids.
+// ---------------------------------------------------------------------------
+
+// A process to protect, standing for myceld: it leads its own process group
+// and sleeps until it is killed (and reaped) on destruction.
+class Bystander {
+ public:
+  Bystander() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      setpgid(0, 0);
+      for (;;) pause();
+    }
+    // Both sides set the group, so it is set whoever runs first.
+    if (pid_ > 0) setpgid(pid_, pid_);
+  }
+  ~Bystander() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  Bystander(const Bystander&) = delete;
+  Bystander& operator=(const Bystander&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  // The state letter of /proc/<pid>/stat: 'S' sleeping, 'T' stopped, ...
+  char State() const {
+    absl::StatusOr<std::string> read =
+        ReadFile(absl::StrCat("/proc/", pid_, "/stat"));
+    if (!read.ok()) return '?';
+    const std::string& stat = *read;
+    size_t paren = stat.rfind(')');
+    return paren == std::string::npos || paren + 2 >= stat.size()
+               ? '?'
+               : stat[paren + 2];
+  }
+
+  // Whether it is stopped, or stops within `ms` milliseconds.
+  bool StopsWithin(int ms) const {
+    for (int waited = 0; waited <= ms; waited += 10) {
+      if (State() == 'T') return true;
+      usleep(10 * 1000);
+    }
+    return false;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+SeccompProgram Protecting(SeccompProfileKind kind, pid_t pid) {
+  SeccompOptions options;
+  options.profile = kind;
+  options.protected_pids = {1, pid};
+  options.deny_broadcast_signals = true;
+  auto program = CompileSeccomp(options);
+  REQUIRE_MESSAGE(program.ok(), program.status().ToString());
+  return std::move(*program);
+}
+
+// In a child: the calls that touch `victim`, each reported by name.
+void TouchProtected(pid_t victim) {
+  ReportErrno("kill(1)", kill(1, 0));
+  ReportErrno("kill(victim)", kill(victim, 0));
+  ReportErrno("kill(-victim)", kill(-victim, 0));
+  ReportErrno("kill(-1)", kill(-1, 0));
+  ReportErrno("tkill", syscall(SYS_tkill, victim, 0));
+  ReportErrno("tgkill", syscall(SYS_tgkill, victim, victim, 0));
+  siginfo_t info = {};
+  info.si_code = SI_QUEUE;
+  info.si_pid = getpid();
+  info.si_uid = getuid();
+  ReportErrno("rt_sigqueueinfo",
+              syscall(SYS_rt_sigqueueinfo, victim, 0, &info));
+  long pidfd = syscall(SYS_pidfd_open, victim, 0);
+  ReportErrno("pidfd_open", pidfd);
+  if (pidfd >= 0) close(static_cast<int>(pidfd));
+  // A /proc/<pid> directory is a pidfd too, for pidfd_send_signal.
+  std::string proc = absl::StrCat("/proc/", victim);
+  int dir = open(proc.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ReportErrno("pidfd_send_signal",
+              syscall(SYS_pidfd_send_signal, dir, 0, nullptr, 0));
+  if (dir >= 0) close(dir);
+  struct rlimit old;
+  ReportErrno("prlimit64",
+              syscall(SYS_prlimit64, victim, RLIMIT_NOFILE, nullptr, &old));
+  ReportErrno("setpriority(PRIO_PROCESS)",
+              setpriority(PRIO_PROCESS, static_cast<id_t>(victim),
+                          getpriority(PRIO_PROCESS, 0)));
+  ReportErrno("setpriority(PRIO_PGRP)",
+              setpriority(PRIO_PGRP, static_cast<id_t>(victim),
+                          getpriority(PRIO_PROCESS, 0)));
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  bool have_cpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0;
+  ReportErrno("sched_setaffinity",
+              have_cpus ? sched_setaffinity(victim, sizeof(cpus), &cpus) : -2);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) == 0) {
+    ReportErrno("F_SETOWN", fcntl(fds[0], F_SETOWN, victim));
+    ReportErrno("F_SETOWN(-pgid)", fcntl(fds[0], F_SETOWN, -victim));
+    struct f_owner_ex owner = {F_OWNER_PID, victim};
+    ReportErrno("F_SETOWN_EX", fcntl(fds[0], F_SETOWN_EX, &owner));
+    ReportErrno("F_SETOWN(self)", fcntl(fds[0], F_SETOWN, getpid()));
+    close(fds[0]);
+    close(fds[1]);
+  }
+  // What stays allowed: its own group, itself, the rest of the host.
+  ReportErrno("kill(0)", kill(0, 0));
+  ReportErrno("kill(self)", kill(getpid(), 0));
+  ReportErrno("kill(parent)", kill(getppid(), 0));
+  ReportErrno("setpriority(self)",
+              setpriority(PRIO_PROCESS, 0, getpriority(PRIO_PROCESS, 0)));
+}
+
+TEST_CASE("protected pids: a cell cannot signal or change PID 1 or myceld") {
+  if (SkipUnlessRoot()) return;
+  Bystander victim;
+  REQUIRE(victim.pid() > 0);
+  pid_t pid = victim.pid();
+
+  // Without the filter, root may do all of it.
+  ChildResult control = RunInChild([&] {
+    TouchProtected(pid);
+    return 0;
+  });
+  REQUIRE_MESSAGE(control.exit_code == 0, control.out);
+  auto free = ParseReport(control.out);
+  for (const char* name :
+       {"kill(1)", "kill(victim)", "kill(-victim)", "kill(-1)", "tkill",
+        "tgkill", "rt_sigqueueinfo", "pidfd_open", "pidfd_send_signal",
+        "prlimit64", "setpriority(PRIO_PROCESS)", "setpriority(PRIO_PGRP)",
+        "sched_setaffinity", "F_SETOWN", "F_SETOWN(-pgid)", "F_SETOWN_EX"}) {
+    CHECK_MESSAGE(free[name] == "0", "without a filter, ", std::string(name),
+                  " gave ", free[name]);
+  }
+
+  SeccompProgram program = Protecting(SeccompProfileKind::kDefault, pid);
+  ChildResult r = RunInChild([&] {
+    if (!Apply(program)) return kApplyFailed;
+    TouchProtected(pid);
+    return 0;
+  });
+  REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+  auto report = ParseReport(r.out);
+  for (const char* name :
+       {"kill(1)", "kill(victim)", "kill(-victim)", "kill(-1)", "tkill",
+        "tgkill", "rt_sigqueueinfo", "pidfd_open", "prlimit64",
+        "setpriority(PRIO_PROCESS)", "setpriority(PRIO_PGRP)",
+        "sched_setaffinity", "F_SETOWN", "F_SETOWN(-pgid)", "F_SETOWN_EX"}) {
+    CHECK_MESSAGE(report[name] == Errno(EPERM), std::string(name), " gave ",
+                  report[name]);
+  }
+  CHECK(report["pidfd_send_signal"] == Errno(ENOSYS));
+  for (const char* name : {"kill(0)", "kill(self)", "kill(parent)",
+                           "setpriority(self)", "F_SETOWN(self)"}) {
+    CHECK_MESSAGE(report[name] == "0", std::string(name), " gave ",
+                  report[name]);
+  }
+}
+
+// The attack itself: SIGSTOP by every route the filter guards. Without the
+// filter each one stops the bystander (checked, then undone); with it, none.
+TEST_CASE("protected pids: SIGSTOP reaches a protected process by no route") {
+  if (SkipUnlessRoot()) return;
+  Bystander victim;
+  REQUIRE(victim.pid() > 0);
+  pid_t pid = victim.pid();
+  REQUIRE(victim.State() != 'T');
+
+  // Each route, in a child: 0 if the call went through.
+  using Route = std::function<long()>;
+  auto sigio = [pid] {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return -2L;
+    long rc = fcntl(fds[0], F_SETOWN, pid);
+    if (rc == 0) rc = fcntl(fds[0], F_SETSIG, SIGSTOP);
+    if (rc == 0) rc = fcntl(fds[0], F_SETFL, O_ASYNC | O_NONBLOCK);
+    if (rc == 0) rc = write(fds[1], "x", 1) == 1 ? 0 : -1;
+    return rc;
+  };
+  std::vector<std::pair<std::string, Route>> routes = {
+      {"kill", [pid] { return static_cast<long>(kill(pid, SIGSTOP)); }},
+      {"kill(-pgid)", [pid] { return static_cast<long>(kill(-pid, SIGSTOP)); }},
+      {"tgkill", [pid] { return syscall(SYS_tgkill, pid, pid, SIGSTOP); }},
+      {"pidfd_send_signal(/proc)",
+       [pid] {
+         std::string proc = absl::StrCat("/proc/", pid);
+         int dir = open(proc.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+         return syscall(SYS_pidfd_send_signal, dir, SIGSTOP, nullptr, 0);
+       }},
+      {"F_SETOWN + F_SETSIG", sigio},
+  };
+  SeccompProgram program = Protecting(SeccompProfileKind::kDefault, pid);
+  for (const auto& entry : routes) {
+    const std::string& name = entry.first;
+    const Route& route = entry.second;
+    CAPTURE(name);
+    ChildResult free = RunInChild([&] { return route() == 0 ? 0 : 1; });
+    CHECK_MESSAGE(free.exit_code == 0, free.out);
+    CHECK(victim.StopsWithin(1000));
+    kill(pid, SIGCONT);
+    for (int i = 0; i < 100 && victim.State() == 'T'; ++i) usleep(10 * 1000);
+    REQUIRE(victim.State() != 'T');
+
+    ChildResult r = RunInChild([&] {
+      if (!Apply(program)) return kApplyFailed;
+      return route() == 0 ? 0 : 1;
+    });
+    CHECK_MESSAGE(r.exit_code == 1, r.out);
+    CHECK_FALSE(victim.StopsWithin(200));
+  }
+}
+
+TEST_CASE("protected pids under strict: prlimit64 on them fails") {
+  if (SkipUnlessRoot()) return;
+  Bystander victim;
+  REQUIRE(victim.pid() > 0);
+  pid_t pid = victim.pid();
+  SeccompProgram program = Protecting(SeccompProfileKind::kStrict, pid);
+  ChildResult r = RunInChild([&] {
+    if (!Apply(program)) return kApplyFailed;
+    struct rlimit zero = {0, 0}, old;
+    ReportErrno("victim",
+                syscall(SYS_prlimit64, pid, RLIMIT_NOFILE, &zero, nullptr));
+    ReportErrno("self",
+                syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nullptr, &old));
+    return 0;
+  });
+  REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+  auto report = ParseReport(r.out);
+  CHECK(report["victim"] == Errno(EPERM));
+  CHECK(report["self"] == "0");
+  struct rlimit limit;
+  REQUIRE(prlimit(pid, RLIMIT_NOFILE, nullptr, &limit) == 0);
+  CHECK(limit.rlim_cur > 0);
+}
+
+TEST_CASE("protected pids: programs run; the shell cannot signal PID 1") {
+  if (SkipUnlessRoot()) return;
+  SeccompProgram program = Protecting(SeccompProfileKind::kDefault, getpid());
+  ChildResult r = ExecUnder(
+      program, {"/bin/sh", "-c", "kill -0 1; echo $?; kill -0 $$; echo $?"});
+  CHECK(r.exit_code == 0);
+  CHECK_MESSAGE(absl::StrContains(r.out, "kill: Operation not permitted"),
+                r.out);
+  CHECK_MESSAGE(absl::EndsWith(r.out, "\n1\n0\n"), r.out);
+  r = ExecUnder(program, {"/bin/sh", "-c", "echo a | cat"});
+  CHECK(r.out == "a\n");
+}
+
+// Not a timed test (nothing asserts a duration): what each executable pays
+// to load the default filter, with and without protected pids. The two are
+// loaded in alternation in fresh children, so that a busy machine weighs on
+// both alike; medians of the seccomp(2) call alone.
+TEST_CASE("load cost of the default profile, with and without protected pids") {
+  if (SkipUnlessRoot()) return;
+  SeccompProgram plain = Compile(SeccompProfileKind::kDefault);
+  SeccompOptions options;
+  options.protected_pids = {1, getpid(), getpid() + 1};
+  options.deny_broadcast_signals = true;
+  auto compiled = CompileSeccomp(options);
+  REQUIRE(compiled.ok());
+  SeccompProgram guarded = std::move(*compiled);
+  auto load_us = [](const SeccompProgram& program) {
+    ChildResult r = RunInChild([&] {
+      if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1UL, 0UL, 0UL, 0UL) != 0) {
+        return kSetupFailed;
+      }
+      struct timespec a, b;
+      clock_gettime(CLOCK_MONOTONIC, &a);
+      long rc =
+          syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0UL, program.prog());
+      clock_gettime(CLOCK_MONOTONIC, &b);
+      if (rc != 0) return kApplyFailed;
+      Report("ns",
+             (b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec));
+      return 0;
+    });
+    REQUIRE_MESSAGE(r.exit_code == 0, r.out);
+    return std::stod(ParseReport(r.out)["ns"]) / 1000;
+  };
+  constexpr int kRuns = 101;
+  std::vector<double> a, b;
+  for (int i = 0; i < kRuns; ++i) {
+    a.push_back(load_us(plain));
+    b.push_back(load_us(guarded));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  MESSAGE("seccomp(2) load, median of ", kRuns, ": default ", plain.size(),
+          " instructions ", median(a),
+          " us; with 3 protected pids (1, "
+          "myceld and a helper) ",
+          guarded.size(), " instructions ", median(b), " us");
 }
 
 TEST_CASE("a program the kernel rejects is reported as an errno") {
