@@ -23,6 +23,7 @@
 #include "cells/spec_validation.h"
 #include "proto/proto_time.h"
 #include "runtime/fs.h"
+#include "runtime/landlock.h"
 #include "runtime/log.h"
 #include "runtime/status.h"
 
@@ -627,7 +628,9 @@ absl::Status CellManager::DeleteCell(const std::string& name, bool force) {
     // The keeper lets go of the cell's log files first, or its next write
     // would recreate them under the cell's name.
     std::vector<std::string> exe_names;
-    for (const auto& [n, exe] : cell->exes) exe_names.push_back(n);
+    for (const auto& [n, exe] : cell->exes) {
+      if (exe->keeper_stream) exe_names.push_back(n);
+    }
     CloseLogStreams(name, exe_names);
     trash = MoveLogDirToTrash(state_dir_, name);
     cells_.erase(name);
@@ -737,6 +740,7 @@ absl::Status CellManager::Launch(Cell* cell, Exe* exe,
                           static_cast<uint64_t>(log_cap_bytes_));
     if (!pipe.ok()) return Annotate(pipe.status(), "log keeper");
     log_fd = *std::move(pipe);
+    exe->keeper_stream = true;
   }
   ASSIGN_OR_RETURN(CgroupJoin join, cgroups_->OpenJoin(cell->spec.name()));
 
@@ -766,6 +770,16 @@ absl::Status CellManager::Launch(Cell* cell, Exe* exe,
   // As root, the capability sets are set before the uid change; a non-root
   // workload then keeps only the bounding set, as in Docker (the kernel
   // clears its permitted, effective and ambient sets at setresuid).
+  // A cell that shares the host's pids may signal none of the host's
+  // processes, where the kernel can enforce it (Landlock's signal scope):
+  // the seccomp filter protects PID 1 and myceld by pid, but not the ids
+  // of myceld's threads, which reach the whole daemon.
+  static constexpr LandlockScope kSignalScope{kLandlockScopeSignal};
+  if ((cell->ns_flags & CLONE_NEWPID) == 0 &&
+      LandlockAbi() >= kLandlockScopesAbi) {
+    req.pre_exec.push_back({"landlock signal scope", ApplyLandlockScopeStep,
+                            &kSignalScope, /*before_credentials=*/true});
+  }
   req.pre_exec.push_back({"capabilities", ApplyCapabilitiesStep, &cell->caps,
                           /*before_credentials=*/true});
   req.pre_exec.push_back({"seccomp", ApplySeccompStep, &cell->seccomp});
@@ -1209,11 +1223,7 @@ absl::Status CellManager::Recover() {
     const std::string& name = row.spec.name();
     RemoveCgroup(name);
     absl::Status s = store_.DeleteCell(name);
-    std::vector<std::string> exe_names;
-    for (const ExecutableRow& exe : exe_rows) {
-      if (exe.spec.cell() == name) exe_names.push_back(exe.spec.name());
-    }
-    CloseLogStreams(name, exe_names);
+    // Its streams, if any, are closed with the other stale ones below.
     absl::StatusOr<std::string> trash = MoveLogDirToTrash(state_dir_, name);
     if (trash.ok()) {
       background_.Post([dir = *std::move(trash)] { RemoveLogDir(dir); });
@@ -1293,6 +1303,9 @@ absl::Status CellManager::Recover() {
     exe->start_time = row.start_time;
     absl::StatusOr<RestartParams> rp = ToRestartParams(row.spec.restart());
     exe->restart = rp.ok() ? *rp : RestartParams{};
+    // Run's executables (with pipes instead) are in throwaway cells, which
+    // are gone by now: every recorded one logs through the keeper.
+    exe->keeper_stream = true;
     Exe* raw = exe.get();
     cell->exes[row.spec.name()] = std::move(exe);
     auto state = raw->status.state();

@@ -147,6 +147,9 @@ class CellManager {
     std::optional<Child> child;  // owns the pidfd while running
     uint64_t start_time = 0;
     bool adopted = false;  // not our child: watched through its pidfd
+    // Its output goes to a log keeper stream (not Run's pipes), which must
+    // be closed when the executable goes for good.
+    bool keeper_stream = false;
     bool stop_requested = false;
     // Changes on every launch and exit (NextGeneration); a timer or exit
     // callback that names another generation is stale.

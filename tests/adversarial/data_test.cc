@@ -29,12 +29,13 @@ using testing::CommandResult;
 using testing::DaemonProcess;
 using testing::TempDir;
 
-// How many processes' command lines match `pattern`: the first character
-// goes in brackets so that the shell running pgrep, whose own command line
-// holds the pattern, does not match it.
-int CountProcesses(const std::string& pattern) {
-  CommandResult r = testing::Shell("pgrep -fc '[" + pattern.substr(0, 1) + "]" +
-                                   pattern.substr(1) + "'");
+// How many processes run `command` (as mycel runs it: by its absolute
+// path, so that the client that asked for it, or the shell running pgrep,
+// whose command lines merely contain `command`, do not count; the
+// brackets keep the pattern from matching itself).
+int CountProcesses(const std::string& command) {
+  CommandResult r = testing::Shell("pgrep -fc '/[" + command.substr(0, 1) +
+                                   "]" + command.substr(1) + "$'");
   return atoi(r.out.c_str());
 }
 
@@ -166,8 +167,10 @@ TEST_CASE("throwaway cells of an interrupted mycel run go at the restart") {
   for (pid_t pid : clients) waitpid(pid, nullptr, 0);
   DaemonProcess again(dir.path());
   REQUIRE(again.Start());
-  CHECK(again.Log().find("removed a throwaway cell whose client is gone") !=
-        std::string::npos);
+  CHECK_MESSAGE(
+      again.Log().find("removed a throwaway cell whose client is gone") !=
+          std::string::npos,
+      again.Log());
   CHECK(again.Cli({"cell", "ls"}).out.find("run-") == std::string::npos);
   // Their processes are gone, and so are their cgroups.
   bool gone = false;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/fs.h"
+#include "runtime/landlock.h"
 #include "tests/adversarial/adversarial.h"
 
 namespace mycel {
@@ -203,6 +204,48 @@ TEST_CASE("the admin socket is hidden from cells, and refuses them anyway") {
   CHECK(r.out.find("socket-visible") != std::string::npos);
   CHECK(r.out.find("nested-ran") == std::string::npos);
   CHECK(d.Log().find("runs in cell cgroup") != std::string::npos);
+}
+
+TEST_CASE("a cell sharing the host's pids cannot signal PID 1 or myceld") {
+  // Defect 5: a cell without a pid namespace could SIGSTOP the host's
+  // processes and `kill -0` myceld and PID 1; docs/security.md claimed it
+  // could see but not signal them.
+  ADVERSARIAL_NEEDS_ROOT();
+  TempDir dir;
+  DaemonProcess d(dir.path());
+  REQUIRE(d.Start());
+  // Every thread of the daemon, each of which stands for the whole process
+  // as a kill(2) target.
+  CommandResult tasks =
+      testing::Shell(absl::StrCat("ls /proc/", d.pid(), "/task | tr '\n' ' '"));
+  REQUIRE(!tasks.out.empty());
+  const std::string script =
+      absl::StrCat("for p in 1 ", d.pid(), " -1 ", tasks.out,
+                   "; do kill -0 -- $p 2>/dev/null && echo signalled:$p; done; "
+                   // Signalling itself still works.
+                   "kill -0 $$ && echo self; "
+                   // Another host process of the same uid: this test.
+                   "kill -0 ",
+                   getpid(), " 2>/dev/null && echo host-process");
+  const bool scoped = LandlockAbi() >= kLandlockScopesAbi;
+  for (const std::vector<std::string>& flags :
+       std::vector<std::vector<std::string>>{
+           {}, {"--isolate", "mount,uts,ipc"}, {"--isolate", "net"}}) {
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "sh", "-c", script});
+    CommandResult r = d.Cli(args);
+    CHECK_MESSAGE(r.out.find("signalled:") == std::string::npos,
+                  Describe(flags), " -> ", r.out);
+    CHECK(r.out.find("self") != std::string::npos);
+    // With Landlock's signal scope (Linux 6.12 and later), no host process
+    // at all; without it, only PID 1 and myceld are out of reach.
+    if (scoped) {
+      CHECK_MESSAGE(r.out.find("host-process") == std::string::npos,
+                    Describe(flags), " -> ", r.out);
+    }
+  }
+  CHECK(kill(d.pid(), 0) == 0);
 }
 
 TEST_CASE("the state directory and database are the daemon's alone") {
