@@ -75,7 +75,6 @@ struct Stream {
   bool at_line_start = true;  // the last byte written is '\n', or none
 };
 
-bool IsDiskFull(int err) { return err == ENOSPC || err == EDQUOT; }
 
 // The reply's code and message from `status`, the message cut to fit.
 void SetError(KeeperReply* reply, const absl::Status& status) {
@@ -534,10 +533,14 @@ absl::Status Keeper::Open(absl::string_view id, absl::string_view path,
         fresh->end_offset = *o + static_cast<uint64_t>(st.st_size);
       }
     }
-    // A full disk must not keep the workload from starting: the stream
-    // then drops output until space comes back, and says so.
-    if (int err = OpenFile(fresh.get()); err != 0 && !IsDiskFull(err)) {
-      return PosixError(absl::StrCat("open ", path), err);
+    // The file is made when the first output arrives (Append), so that
+    // an executable that prints nothing costs no file, and a start pays a
+    // pipe rather than a file creation. Something other than a regular
+    // file at the path is refused now, as opening it would be later.
+    struct stat existing;
+    if (lstat(fresh->path.c_str(), &existing) == 0 &&
+        !S_ISREG(existing.st_mode)) {
+      return PosixError(absl::StrCat("open ", path), EINVAL);
     }
     struct epoll_event ev = {};
     ev.events = EPOLLIN;

@@ -43,7 +43,6 @@ LogStream::LogStream(CellManager* manager, boost::asio::io_context* io,
                      Sink* sink, mycel::v1::LogsRequest request,
                      LogReader reader)
     : manager_(manager),
-      io_(io),
       sink_(sink),
       request_(std::move(request)),
       reader_(std::move(reader)),

@@ -54,7 +54,6 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
   bool Ended();
 
   CellManager* const manager_;
-  boost::asio::io_context* const io_;
   Sink* const sink_;
   const mycel::v1::LogsRequest request_;
   LogReader reader_;

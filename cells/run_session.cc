@@ -88,6 +88,12 @@ RunSession::RunSession(CellManager* manager, boost::asio::io_context* io,
 
 RunSession::~RunSession() {
   if (watching_end_ && end_watch_ != 0) manager_->CancelEndWatch(end_watch_);
+  RemoveCell();
+}
+
+void RunSession::RemoveCell() {
+  if (removed_) return;
+  removed_ = true;
   absl::Status s = manager_->DeleteCell(cell_, /*force=*/true);
   if (!s.ok() && !absl::IsNotFound(s)) {
     log::Warn("run: cannot delete cell", {{"cell", cell_}, {"error", s}});
@@ -167,6 +173,9 @@ void RunSession::MaybeFinish() {
           auto self = weak.lock();
           if (!self || self->cancelled_) return;
           self->end_watch_ = 0;
+          // As `docker run --rm`: the cell is gone by the time the client
+          // learns how the command ended.
+          self->RemoveCell();
           if (!exe.ok()) {
             self->sink_->End(exe.status(), std::nullopt);
             return;

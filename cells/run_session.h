@@ -63,6 +63,8 @@ class RunSession : public std::enable_shared_from_this<RunSession> {
   void OnReadable(int i);
   // Both pipes are closed: waits for the command's exit and ends.
   void MaybeFinish();
+  // Deletes the cell (once).
+  void RemoveCell();
 
   CellManager* const manager_;
   boost::asio::io_context* const io_;
@@ -77,6 +79,7 @@ class RunSession : public std::enable_shared_from_this<RunSession> {
   CellManager::EndWatch end_watch_ = 0;
   bool watching_end_ = false;
   bool cancelled_ = false;
+  bool removed_ = false;
 };
 
 }  // namespace mycel::cells

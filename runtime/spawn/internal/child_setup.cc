@@ -113,18 +113,32 @@ constexpr uint64_t kMountAttrRdonly = 0x00000001;
 #define SYS_mount_setattr 442
 #endif
 
-// Makes `path` and every mount below it read-only. The bind onto itself
-// makes a path that is not a mount point (/proc/sys) one; for one that is
-// (/sys), it stacks a copy whose flags are this namespace's alone.
+// Whether `path` is the root of a mount (statx, Linux 5.8); false when the
+// kernel cannot say.
+bool IsMountRoot(const char* path) noexcept {
+  struct statx stx;
+  if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, 0, &stx) != 0) return false;
+  return (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0 &&
+         (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+}
+
+// Makes `path` and every mount below it read-only. A path that is a mount's
+// root (/sys) is changed in place: this namespace's mounts are its own
+// copies. One that is not (/proc/sys) is first bound onto itself, so that
+// only it changes and not the whole mount it is in.
 int MakeReadonly(const char* path) noexcept {
-  if (mount(path, path, nullptr, MS_BIND | MS_REC, nullptr) != 0) return -1;
+  if (!IsMountRoot(path) &&
+      mount(path, path, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    return -1;
+  }
   MountAttr attr = {kMountAttrRdonly, 0, 0, 0};
   if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &attr,
               sizeof(attr)) == 0) {
     return 0;
   }
   if (errno != ENOSYS) return -1;
-  // Before Linux 5.12: the top mount only.
+  // Before Linux 5.12: the top mount only (and statx cannot tell mount
+  // roots before 5.8, so the path was bound onto itself first).
   return mount(nullptr, path, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY,
                nullptr);
 }
