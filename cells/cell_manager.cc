@@ -188,6 +188,17 @@ CellManager::~CellManager() {
   for (const auto& b : blanks) RemoveCgroup(b->cgroup);
 }
 
+std::vector<pid_t> CellManager::DefaultProtectedPids() {
+  std::vector<pid_t> pids = {1};
+  if (getpid() != 1) pids.push_back(getpid());
+  // kill(-pgid) reaches the daemon too when it is not its group's leader
+  // (started from a script, say). 0: a group in an ancestor pid namespace,
+  // which a cell below this daemon cannot name either.
+  const pid_t group = getpgrp();
+  if (group > 1 && group != getpid()) pids.push_back(group);
+  return pids;
+}
+
 absl::StatusOr<std::unique_ptr<CellManager>> CellManager::Create(
     Options options) {
   CellStore store(options.store);
@@ -278,7 +289,7 @@ absl::StatusOr<std::unique_ptr<CellManager::Cell>> CellManager::Prepare(
     // The cell sees the host's pids: keep it off PID 1 and the daemon
     // (runtime/seccomp/README.md, "Cells without a pid namespace").
     so.protected_pids = protected_pids_;
-    if (so.protected_pids.empty()) so.protected_pids = {1, getpid()};
+    if (so.protected_pids.empty()) so.protected_pids = DefaultProtectedPids();
     so.deny_broadcast_signals = true;
   }
   ASSIGN_OR_RETURN(cell->seccomp, CompileSeccomp(so));

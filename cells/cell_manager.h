@@ -70,6 +70,11 @@ class CellManager {
     std::vector<pid_t> protected_pids;
   };
 
+  // The host processes cells without a pid namespace may not touch when
+  // Options::protected_pids is empty: PID 1, this daemon, and its process
+  // group when it does not lead it.
+  static std::vector<pid_t> DefaultProtectedPids();
+
   // Builds the manager and adopts the cells and executables recorded in the
   // store: running processes are identified by pid and start time; those
   // that ended while myceld was down are recorded as such.

@@ -75,7 +75,6 @@ struct Stream {
   bool at_line_start = true;  // the last byte written is '\n', or none
 };
 
-
 // The reply's code and message from `status`, the message cut to fit.
 void SetError(KeeperReply* reply, const absl::Status& status) {
   reply->code = static_cast<int32_t>(status.code());

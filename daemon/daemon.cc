@@ -313,7 +313,7 @@ absl::Status Daemon::Start() {
   precompile_ = std::thread([] {
     CompileSeccomp({}).IgnoreError();
     SeccompOptions shared_pids;
-    shared_pids.protected_pids = {1, getpid()};
+    shared_pids.protected_pids = cells::CellManager::DefaultProtectedPids();
     shared_pids.deny_broadcast_signals = true;
     CompileSeccomp(shared_pids).IgnoreError();
   });
