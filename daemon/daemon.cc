@@ -300,7 +300,9 @@ absl::Status Daemon::Start() {
   }
   RETURN_IF_ERROR(PrepareStateDir());
   std::string db_path = config_.state_dir() + "/mycel.db";
-  ASSIGN_OR_RETURN(store_, store::Store::Open(db_path));
+  ASSIGN_OR_RETURN(
+      store_, store::Store::Open(
+                  db_path, {.origin = config_.node_name(), .clock = &clock_}));
   RETURN_IF_ERROR(store_->RecordBoot(started_, MYCEL_VERSION, getpid()));
   RETURN_IF_ERROR(PrepareSocket());
   HostInfo host = ProbeHost();

@@ -18,6 +18,7 @@
 #include "daemon/server/node_service.h"
 #include "daemon/store/store.h"
 #include "mycel/v1/config.pb.h"
+#include "runtime/asio_clock.h"
 #include "runtime/host_info.h"
 #include "runtime/pid_lock.h"
 #include "runtime/reaper.h"
@@ -82,6 +83,8 @@ class Daemon {
 
   // First, so that it outlives everything that posts to it or waits on it.
   boost::asio::io_context io_;
+  // The time and the timers of everything above runtime/.
+  AsioClock clock_{&io_};
   mycel::v1::DaemonConfig config_;
   const InitRole role_;
   absl::Time started_;

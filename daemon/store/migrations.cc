@@ -45,6 +45,25 @@ CREATE TABLE executables (
 -- because the client that streamed its output is gone by then.
 ALTER TABLE cells ADD COLUMN ephemeral INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    {4, R"sql(
+-- Every change to a replicated table (daemon/store/tables.cc), written in
+-- the same transaction as the change itself by Store::WriteReplicated:
+-- which node made it (origin), its place in that node's gap-free
+-- sequence, its hybrid logical clock time (daemon/store/hlc.h), and the
+-- key and new value (NULL: deleted). Replication sends a peer the rows it
+-- lacks, by origin and sequence.
+CREATE TABLE change_log (
+  origin TEXT NOT NULL,
+  seq    INTEGER NOT NULL,
+  hlc    INTEGER NOT NULL,
+  tbl    TEXT NOT NULL,
+  key    TEXT NOT NULL,
+  value  BLOB,
+  PRIMARY KEY (origin, seq)
+) STRICT, WITHOUT ROWID;
+-- The highest time is where this node's clock starts after a restart.
+CREATE INDEX change_log_hlc ON change_log(hlc);
+)sql"},
 };
 
 }  // namespace

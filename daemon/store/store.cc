@@ -180,71 +180,279 @@ absl::Status PrepareFile(const std::string& path,
   return TightenDatabaseFiles(path);
 }
 
+// Checks that every table of the schema is declared, and reads where the
+// change log left off: this origin's last sequence and the highest time.
+absl::Status ReadSchema(sqlite3* db, const Store::Options& options,
+                        std::span<const TableInfo> tables, int64_t* last_seq,
+                        HlcTime* hlc_floor) {
+  ASSIGN_OR_RETURN(Stmt list,
+                   Stmt::Prepare(db,
+                                 "SELECT name FROM sqlite_schema WHERE "
+                                 "type='table' AND name NOT LIKE 'sqlite_%'"));
+  bool change_log = false;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, list.Step());
+    if (!row) break;
+    const std::string name = list.ColumnText(0);
+    change_log |= name == "change_log";
+    bool declared = false;
+    for (const TableInfo& t : tables) declared |= t.name == name;
+    if (!declared) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("schema: table ", name,
+                       " is not declared node-local or replicated "
+                       "(daemon/store/tables.cc)"));
+    }
+  }
+  if (!change_log) return absl::OkStatus();
+  // The highest time of any origin: this node's clock starts past every
+  // change it has, its own and those it received.
+  ASSIGN_OR_RETURN(
+      Stmt last,
+      Stmt::Prepare(db,
+                    "SELECT (SELECT coalesce(max(seq), 0) FROM change_log "
+                    "WHERE origin=?), (SELECT coalesce(max(hlc), 0) FROM "
+                    "change_log)"));
+  last.Bind(1, options.origin);
+  ASSIGN_OR_RETURN(bool row, last.Step());
+  if (row) {
+    *last_seq = last.ColumnInt(0);
+    *hlc_floor = static_cast<HlcTime>(last.ColumnInt(1));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+int Authorize(void* store, int action, const char* a, const char*, const char*,
+              const char*) {
+  if (action != SQLITE_INSERT && action != SQLITE_UPDATE &&
+      action != SQLITE_DELETE) {
+    return SQLITE_OK;
+  }
+  auto* s = static_cast<Store*>(store);
+  if (a == nullptr || s->MayWrite(a)) return SQLITE_OK;
+  s->refused_table_ = a;
+  return SQLITE_DENY;
+}
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
                                                    Options options) {
   DbHandle db;
   int version = 0;
+  int64_t last_seq = 0;
+  HlcTime hlc_floor = 0;
+  std::span<const TableInfo> tables =
+      options.tables.empty() ? BuiltinTables() : options.tables;
   absl::Status s = PrepareFile(path, options);
   if (s.ok()) s = OpenImpl(path, options, &db, &version);
+  if (s.ok()) s = ReadSchema(db.get(), options, tables, &last_seq, &hlc_floor);
   if (!s.ok()) return Annotate(s, absl::StrCat("state database ", path));
-  return std::unique_ptr<Store>(new Store(path, std::move(db), version));
+  std::unique_ptr<Store> store(
+      new Store(path, std::move(db), version, std::move(options), hlc_floor));
+  absl::MutexLock lock(&store->mu_);
+  store->next_seq_ = last_seq + 1;
+  for (const TableInfo& t : tables) {
+    store->tables_[std::string(t.name)] = t.replication;
+  }
+  // Installed after the migrations, which may create and fill any table.
+  sqlite3_set_authorizer(store->db_.get(), Authorize, store.get());
+  return store;
 }
+
+Store::Store(std::string path, DbHandle db, int version, Options options,
+             HlcTime hlc_floor)
+    : path_(std::move(path)),
+      origin_(std::move(options.origin)),
+      db_(std::move(db)),
+      schema_version_(version),
+      hlc_(options.clock, hlc_floor) {}
 
 Store::~Store() {
   absl::MutexLock lock(&mu_);
   statements_.clear();
+  replicated_statements_.clear();
   db_.reset();
 }
 
-absl::StatusOr<Stmt*> Store::CachedLocked(absl::string_view sql) {
-  auto it = statements_.find(sql);
-  if (it == statements_.end()) {
-    ASSIGN_OR_RETURN(Stmt stmt,
-                     Stmt::Prepare(db_.get(), sql, SQLITE_PREPARE_PERSISTENT));
-    it = statements_.emplace(std::string(sql), std::move(stmt)).first;
+bool Store::MayWrite(absl::string_view table) const {
+  auto it = tables_.find(table);
+  // Tables SQLite keeps itself (sqlite_sequence) are not declared.
+  if (it == tables_.end() || it->second == Replication::kNodeLocal) {
+    return true;
+  }
+  return writing_replicated_;
+}
+
+absl::StatusOr<Stmt*> Store::CachedLocked(absl::string_view sql,
+                                          bool replicated) {
+  auto& cache = replicated ? replicated_statements_ : statements_;
+  auto it = cache.find(sql);
+  if (it == cache.end()) {
+    refused_table_.clear();
+    absl::StatusOr<Stmt> stmt =
+        Stmt::Prepare(db_.get(), sql, SQLITE_PREPARE_PERSISTENT);
+    if (!stmt.ok()) {
+      if (!refused_table_.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "table ", refused_table_,
+            " is replicated: write it through Store::WriteReplicated"));
+      }
+      return stmt.status();
+    }
+    it = cache.emplace(std::string(sql), *std::move(stmt)).first;
   }
   return &it->second;
 }
 
+absl::Status Store::ExecuteLocked(absl::string_view sql, bool replicated,
+                                  absl::FunctionRef<void(Stmt&)> bind) {
+  // SQLite asks the authorizer when it prepares a statement, and again
+  // when it prepares one anew after a schema change.
+  WritingReplicated scope(this, replicated);
+  ASSIGN_OR_RETURN(Stmt * stmt, CachedLocked(sql, replicated));
+  bind(*stmt);
+  absl::Status s = stmt->Run();
+  stmt->Reset();
+  return s;
+}
+
+absl::Status Store::QueryLocked(
+    absl::string_view sql, bool replicated, absl::FunctionRef<void(Stmt&)> bind,
+    absl::FunctionRef<absl::Status(const Stmt&)> row) {
+  WritingReplicated scope(this, replicated);
+  ASSIGN_OR_RETURN(Stmt * stmt, CachedLocked(sql, replicated));
+  bind(*stmt);
+  absl::Status s;
+  for (;;) {
+    absl::StatusOr<bool> more = stmt->Step();
+    if (!more.ok()) {
+      s = more.status();
+      break;
+    }
+    if (!*more) break;
+    s = row(*stmt);
+    if (!s.ok()) break;
+  }
+  stmt->Reset();
+  return s;
+}
+
+absl::Status Store::InTransactionLocked(
+    bool replicated, absl::FunctionRef<absl::Status(Transaction&)> fn) {
+  RETURN_IF_ERROR(ExecuteLocked("BEGIN IMMEDIATE", false, [](Stmt&) {}));
+  Transaction tx(this, replicated);
+  absl::Status s = fn(tx);
+  if (!s.ok()) {
+    // The error above wins.
+    ExecuteLocked("ROLLBACK", false, [](Stmt&) {}).IgnoreError();
+    return s;
+  }
+  s = ExecuteLocked("COMMIT", false, [](Stmt&) {});
+  if (!s.ok()) ExecuteLocked("ROLLBACK", false, [](Stmt&) {}).IgnoreError();
+  return s;
+}
+
+absl::Status Store::Execute(absl::string_view sql,
+                            absl::FunctionRef<void(Stmt&)> bind) {
+  absl::MutexLock lock(&mu_);
+  return ExecuteLocked(sql, false, bind);
+}
+
+absl::Status Store::Query(absl::string_view sql,
+                          absl::FunctionRef<void(Stmt&)> bind,
+                          absl::FunctionRef<absl::Status(const Stmt&)> row) {
+  absl::MutexLock lock(&mu_);
+  return QueryLocked(sql, false, bind, row);
+}
+
+absl::Status Store::InTransaction(
+    absl::FunctionRef<absl::Status(Transaction&)> fn) {
+  absl::MutexLock lock(&mu_);
+  return InTransactionLocked(false, fn);
+}
+
+absl::Status Transaction::Execute(absl::string_view sql,
+                                  absl::FunctionRef<void(Stmt&)> bind)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // inside InTransaction, mu_ is held
+  return store_->ExecuteLocked(sql, replicated_, bind);
+}
+
+absl::Status Transaction::Query(
+    absl::string_view sql, absl::FunctionRef<void(Stmt&)> bind,
+    absl::FunctionRef<absl::Status(const Stmt&)> row)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // inside InTransaction, mu_ is held
+  return store_->QueryLocked(sql, replicated_, bind, row);
+}
+
+absl::StatusOr<ChangeStamp> Store::WriteReplicated(
+    const ReplicatedChange& change,
+    absl::FunctionRef<absl::Status(Transaction&, const ChangeStamp&)> apply) {
+  absl::MutexLock lock(&mu_);
+  auto it = tables_.find(change.table);
+  if (it == tables_.end() || it->second != Replication::kReplicated) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", change.table, " is not a replicated table"));
+  }
+  ChangeStamp stamp;
+  stamp.origin = origin_;
+  stamp.seq = next_seq_;
+  stamp.hlc = hlc_.Now();
+  RETURN_IF_ERROR(InTransactionLocked(true, [&](Transaction& tx) {
+    RETURN_IF_ERROR(apply(tx, stamp));
+    return tx.Execute(
+        "INSERT INTO change_log(origin, seq, hlc, tbl, key, value) "
+        "VALUES(?, ?, ?, ?, ?, ?)",
+        [&](Stmt& st) {
+          st.Bind(1, stamp.origin)
+              .Bind(2, stamp.seq)
+              .Bind(3, static_cast<int64_t>(stamp.hlc))
+              .Bind(4, change.table)
+              .Bind(5, change.key);
+          if (change.value.has_value()) {
+            st.BindBlob(6, *change.value);
+          } else {
+            st.BindNull(6);
+          }
+        });
+  }));
+  ++next_seq_;
+  return stamp;
+}
+
 size_t Store::cached_statements() {
   absl::MutexLock lock(&mu_);
-  return statements_.size();
+  return statements_.size() + replicated_statements_.size();
 }
 
 absl::Status Store::RecordBoot(absl::Time started, absl::string_view version,
                                int64_t pid) {
-  return WithStatement(
+  return Execute(
       "INSERT INTO boots(started_at, version, pid) VALUES(?, ?, ?)",
       [&](Stmt& st) {
-        return st.Bind(1, absl::ToUnixSeconds(started))
-            .Bind(2, version)
-            .Bind(3, pid)
-            .Run();
+        st.Bind(1, absl::ToUnixSeconds(started)).Bind(2, version).Bind(3, pid);
       });
 }
 
 absl::StatusOr<std::string> Store::GetMeta(absl::string_view key) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(
-      Stmt stmt,
-      Stmt::Prepare(db_.get(), "SELECT value FROM meta WHERE key=?"));
-  stmt.Bind(1, key);
-  ASSIGN_OR_RETURN(bool row, stmt.Step());
-  if (!row) return absl::NotFoundError(absl::StrCat("meta key \"", key, "\""));
-  return stmt.ColumnText(0);
+  std::optional<std::string> value;
+  RETURN_IF_ERROR(Query(
+      "SELECT value FROM meta WHERE key=?", [&](Stmt& st) { st.Bind(1, key); },
+      [&](const Stmt& st) {
+        value = st.ColumnText(0);
+        return absl::OkStatus();
+      }));
+  if (!value.has_value()) {
+    return absl::NotFoundError(absl::StrCat("meta key \"", key, "\""));
+  }
+  return *std::move(value);
 }
 
 absl::Status Store::SetMeta(absl::string_view key, absl::string_view value) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(
-      Stmt stmt,
-      Stmt::Prepare(db_.get(),
-                    "INSERT INTO meta(key, value) VALUES(?, ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value=excluded.value"));
-  stmt.Bind(1, key).Bind(2, value);
-  return stmt.Run();
+  return Execute(
+      "INSERT INTO meta(key, value) VALUES(?, ?) "
+      "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+      [&](Stmt& st) { st.Bind(1, key).Bind(2, value); });
 }
 
 absl::Status Store::Checkpoint() {

@@ -1,23 +1,38 @@
-// Store: myceld's SQLite state database.
+// Store: myceld's SQLite state database, and the one way into it.
 //
 // One file, <state-dir>/mycel.db, in WAL mode with a busy timeout and
 // foreign keys on. The schema is versioned with PRAGMA user_version and
 // migrated forward at open, one transaction per migration. A database whose
 // version is newer than this binary knows is refused rather than touched.
+//
+// Nothing outside daemon/store and the subsystems' store files (such as
+// cells/cell_store.cc) holds SQL or a SQLite handle: they run fixed
+// statements through Execute, Query and InTransaction, which bind and read
+// through Stmt. Every table is declared node-local or replicated in
+// daemon/store/tables.cc; a replicated table is written only through
+// WriteReplicated, which stamps the change (origin, per-origin sequence,
+// hybrid logical clock) and records it in the change log in the same
+// transaction. SQLite's authorizer refuses any other write to one.
 #ifndef MYCEL_DAEMON_STORE_STORE_H_
 #define MYCEL_DAEMON_STORE_STORE_H_
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/store/hlc.h"
 #include "daemon/store/sqlite.h"
+#include "daemon/store/tables.h"
+#include "runtime/clock.h"
 
 namespace mycel::store {
 
@@ -31,15 +46,66 @@ struct Migration {
 // The migrations this binary ships, in order.
 std::span<const Migration> BuiltinMigrations();
 
-// Thread-safe: every access to the connection happens under mu(), which
-// callers take through Locked().
+// A change to a replicated table: which table, which key, and the value
+// (nullopt: the key was deleted), as the change log records it.
+struct ReplicatedChange {
+  std::string table;
+  std::string key;
+  std::optional<std::string> value;
+};
+
+// Where a change to replicated state comes from and when: its origin node,
+// its place in that origin's sequence (1, 2, ... with no gap), and its
+// hybrid logical clock time.
+struct ChangeStamp {
+  std::string origin;
+  int64_t seq = 0;
+  HlcTime hlc = 0;
+};
+
+class Store;
+
+// The statements of one transaction (see Store::InTransaction). Valid only
+// inside the function it is given to.
+class Transaction {
+ public:
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  // As Store::Execute and Store::Query, inside the transaction.
+  absl::Status Execute(absl::string_view sql,
+                       absl::FunctionRef<void(Stmt&)> bind);
+  absl::Status Execute(absl::string_view sql) {
+    return Execute(sql, [](Stmt&) {});
+  }
+  absl::Status Query(absl::string_view sql, absl::FunctionRef<void(Stmt&)> bind,
+                     absl::FunctionRef<absl::Status(const Stmt&)> row);
+
+ private:
+  friend class Store;
+  Transaction(Store* store, bool replicated)
+      : store_(store), replicated_(replicated) {}
+  Store* const store_;
+  // Statements of WriteReplicated may write replicated tables.
+  const bool replicated_;
+};
+
+// Thread-safe: one connection, used under one mutex.
 class Store {
  public:
   struct Options {
     // Migrations to apply; empty means BuiltinMigrations().
     std::span<const Migration> migrations;
+    // The tables they make; empty means BuiltinTables(). A table not
+    // declared is a schema error (tests check the built-in ones).
+    std::span<const TableInfo> tables;
     // Run PRAGMA quick_check at open and refuse a damaged database.
     bool integrity_check = true;
+    // This node, as the origin of the changes it stamps.
+    std::string origin = "local";
+    // The clock of the hybrid logical clock (only Now is used); null: the
+    // wall clock.
+    const Clock* clock = nullptr;
   };
 
   // Opens the database at `path` and migrates it. Only where no file
@@ -67,47 +133,38 @@ class Store {
   const std::string& path() const { return path_; }
   int schema_version() const { return schema_version_; }
 
-  // Runs `fn(sqlite3*)` with the connection locked and returns its result.
-  template <typename Fn>
-  auto Locked(Fn&& fn) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return fn(db_.get());
+  // Runs one statement that returns no rows: `sql` is a fixed text (never
+  // one built from data), prepared once and kept, so that a statement run
+  // on every request skips SQLite's parser and code generator; `bind`
+  // sets its parameters. Not from inside InTransaction (use the
+  // Transaction): the lock is not reentrant.
+  absl::Status Execute(absl::string_view sql,
+                       absl::FunctionRef<void(Stmt&)> bind)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Execute(absl::string_view sql) ABSL_LOCKS_EXCLUDED(mu_) {
+    return Execute(sql, [](Stmt&) {});
   }
+  // Runs a query; `row` is called for each row, and an error from it stops
+  // the query and is returned.
+  absl::Status Query(absl::string_view sql, absl::FunctionRef<void(Stmt&)> bind,
+                     absl::FunctionRef<absl::Status(const Stmt&)> row)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs `fn` inside BEGIN IMMEDIATE ... COMMIT, rolling back when it
+  // returns an error (which is returned).
+  absl::Status InTransaction(absl::FunctionRef<absl::Status(Transaction&)> fn)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Runs `fn(sqlite3*)` inside BEGIN IMMEDIATE ... COMMIT; rolls back when
-  // it returns an error. `fn` returns absl::Status.
-  template <typename Fn>
-  absl::Status Transaction(Fn&& fn) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    absl::Status s = Exec(db_.get(), "BEGIN IMMEDIATE");
-    if (!s.ok()) return s;
-    s = fn(db_.get());
-    if (!s.ok()) {
-      Exec(db_.get(), "ROLLBACK").IgnoreError();  // The error above wins.
-      return s;
-    }
-    return Exec(db_.get(), "COMMIT");
-  }
+  // The one write path of replicated tables. In one transaction: takes the
+  // next stamp of this node (origin, sequence, HLC), runs `apply` with it
+  // (which writes `change.table` itself), and appends the change to the
+  // change log. INVALID_ARGUMENT when `change.table` is not a declared
+  // replicated table. Returns the stamp.
+  absl::StatusOr<ChangeStamp> WriteReplicated(
+      const ReplicatedChange& change,
+      absl::FunctionRef<absl::Status(Transaction&, const ChangeStamp&)> apply)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Runs `fn(Stmt&)` with `sql` prepared once for this connection and kept:
-  // a statement that runs on every request then skips SQLite's parser and
-  // code generator, about two thirds of the cost of a small write. The
-  // statement is reset, and its bindings cleared, after `fn`. `sql` must be
-  // a fixed text, never one built from data: the cache keeps one statement
-  // per distinct text, for the life of the store. `fn` returns absl::Status.
-  // Not from inside Locked or Transaction: the lock is not reentrant.
-  template <typename Fn>
-  absl::Status WithStatement(absl::string_view sql, Fn&& fn)
-      ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    absl::StatusOr<Stmt*> stmt = CachedLocked(sql);
-    if (!stmt.ok()) return stmt.status();
-    absl::Status s = fn(**stmt);
-    (*stmt)->Reset();
-    return s;
-  }
-
-  // How many statements the cache holds (for tests).
+  // How many statements Execute and Query keep prepared (for tests).
   size_t cached_statements() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Records a start of the daemon (table boots): when, which version, pid.
@@ -120,21 +177,59 @@ class Store {
 
   // Copies the WAL into the main file and truncates it (used before a
   // shutdown so that the database is a single consistent file).
-  absl::Status Checkpoint();
+  absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  Store(std::string path, DbHandle db, int version)
-      : path_(std::move(path)), db_(std::move(db)), schema_version_(version) {}
+  friend class Transaction;
+  friend int Authorize(void* store, int action, const char* a, const char* b,
+                       const char* db, const char* trigger);
+  Store(std::string path, DbHandle db, int version, Options options,
+        HlcTime hlc_floor);
 
-  absl::StatusOr<Stmt*> CachedLocked(absl::string_view sql)
+  // Statements, by text; those of WriteReplicated apart, since only they
+  // may write replicated tables (the authorizer checks at prepare time).
+  absl::StatusOr<Stmt*> CachedLocked(absl::string_view sql, bool replicated)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ExecuteLocked(absl::string_view sql, bool replicated,
+                             absl::FunctionRef<void(Stmt&)> bind)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status QueryLocked(absl::string_view sql, bool replicated,
+                           absl::FunctionRef<void(Stmt&)> bind,
+                           absl::FunctionRef<absl::Status(const Stmt&)> row)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status InTransactionLocked(
+      bool replicated, absl::FunctionRef<absl::Status(Transaction&)> fn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `table` may be written now (the authorizer's question).
+  bool MayWrite(absl::string_view table) const;
 
   const std::string path_;
+  const std::string origin_;
+  absl::flat_hash_map<std::string, Replication> tables_;
   absl::Mutex mu_;
   DbHandle db_ ABSL_GUARDED_BY(mu_);
-  // Statements of WithStatement, by text. Finalized before db_ closes.
   std::map<std::string, Stmt, std::less<>> statements_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Stmt, std::less<>> replicated_statements_
+      ABSL_GUARDED_BY(mu_);
+  // Set while a statement of WriteReplicated is prepared or run; read by
+  // the authorizer, which SQLite calls on that thread (mu_ held).
+  bool writing_replicated_ = false;
+  class WritingReplicated {
+   public:
+    WritingReplicated(Store* s, bool on) : s_(s), was_(s->writing_replicated_) {
+      s_->writing_replicated_ = on;
+    }
+    ~WritingReplicated() { s_->writing_replicated_ = was_; }
+
+   private:
+    Store* s_;
+    bool was_;
+  };
+  // The last table the authorizer refused a write to, for the error.
+  std::string refused_table_;
   const int schema_version_;
+  Hlc hlc_;
+  int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace mycel::store

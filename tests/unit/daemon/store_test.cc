@@ -5,7 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <optional>
+#include <type_traits>
+
+#include "daemon/store/hlc.h"
 #include "runtime/fs.h"
+#include "runtime/status.h"
 #include "tests/testing/process.h"
 
 namespace mycel::store {
@@ -20,27 +25,44 @@ constexpr Migration kBroken[] = {
     kTwo[0],
     {2, "CREATE TABLE c (z INTEGER); THIS IS NOT SQL;"},
 };
+constexpr TableInfo kTables[] = {
+    {"a", Replication::kNodeLocal, ""},
+    {"b", Replication::kNodeLocal, ""},
+};
 
-int64_t QueryInt(Store& store, const char* sql) {
-  return store.Locked([&](sqlite3* db) -> int64_t {
-    auto stmt = Stmt::Prepare(db, sql);
-    REQUIRE(stmt.ok());
-    auto row = stmt->Step();
-    REQUIRE(row.ok());
-    REQUIRE(*row);
-    return stmt->ColumnInt(0);
-  });
+// A clock a test sets, backwards too (as a wall clock can be).
+class SetClock final : public Clock {
+ public:
+  absl::Time Now() const override { return now; }
+  void RunAfter(absl::Duration, std::function<void()>) override {
+    FAIL("no timers");
+  }
+  absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+};
+
+// The single value of a query's single row.
+template <typename T>
+T QueryOne(Store& store, const char* sql) {
+  std::optional<T> out;
+  absl::Status s = store.Query(
+      sql, [](Stmt&) {},
+      [&](const Stmt& st) {
+        if constexpr (std::is_same_v<T, std::string>) {
+          out = st.ColumnText(0);
+        } else {
+          out = st.ColumnInt(0);
+        }
+        return absl::OkStatus();
+      });
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  REQUIRE(out.has_value());
+  return *out;
 }
-
+int64_t QueryInt(Store& store, const char* sql) {
+  return QueryOne<int64_t>(store, sql);
+}
 std::string QueryText(Store& store, const char* sql) {
-  return store.Locked([&](sqlite3* db) -> std::string {
-    auto stmt = Stmt::Prepare(db, sql);
-    REQUIRE(stmt.ok());
-    auto row = stmt->Step();
-    REQUIRE(row.ok());
-    REQUIRE(*row);
-    return stmt->ColumnText(0);
-  });
+  return QueryOne<std::string>(store, sql);
 }
 
 TEST_CASE(
@@ -54,39 +76,52 @@ TEST_CASE(
   CHECK(QueryText(**store, "PRAGMA journal_mode") == "wal");
   CHECK(QueryInt(**store, "PRAGMA foreign_keys") == 1);
   CHECK(QueryInt(**store, "PRAGMA busy_timeout") == 5000);
+  // Every built-in table exists (and ReadSchema checked the converse).
+  for (const TableInfo& t : BuiltinTables()) {
+    std::string sql = "SELECT count(*) FROM sqlite_schema WHERE name='" +
+                      std::string(t.name) + "'";
+    CHECK_MESSAGE(QueryInt(**store, sql.c_str()) == 1, t.name);
+  }
+}
+
+TEST_CASE("a table no one declared node-local or replicated is refused") {
+  testing::TempDir dir;
+  auto s = Store::Open(dir.Sub("u.db"),
+                       {.migrations = kTwo, .tables = std::span(kTables, 1)});
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_MESSAGE(s.status().message().find("table b is not declared") !=
+                    absl::string_view::npos,
+                s.status().ToString());
 }
 
 TEST_CASE("migrations run forward from the stored version, once each") {
   testing::TempDir dir;
   std::string path = dir.Sub("m.db");
   {
-    auto s = Store::Open(path, {.migrations = kOne});
+    auto s = Store::Open(path, {.migrations = kOne, .tables = kTables});
     REQUIRE(s.ok());
     CHECK((*s)->schema_version() == 1);
-    REQUIRE((*s)->Locked([](sqlite3* db) {
-                  return Exec(db, "INSERT INTO a VALUES (7)");
-                })
-                .ok());
+    REQUIRE((*s)->Execute("INSERT INTO a VALUES (7)").ok());
   }
-  auto s = Store::Open(path, {.migrations = kTwo});
+  auto s = Store::Open(path, {.migrations = kTwo, .tables = kTables});
   REQUIRE(s.ok());
   CHECK((*s)->schema_version() == 2);
   CHECK(QueryInt(**s, "SELECT x FROM a") == 7);  // data survived
   // Foreign keys are enforced by the migrated schema.
-  absl::Status fk = (*s)->Locked(
-      [](sqlite3* db) { return Exec(db, "INSERT INTO b VALUES (99)"); });
+  absl::Status fk = (*s)->Execute("INSERT INTO b VALUES (99)");
   CHECK_MESSAGE(fk.code() == absl::StatusCode::kFailedPrecondition,
                 fk.ToString());
   // Opening again applies nothing new.
   s->reset();
-  CHECK(Store::Open(path, {.migrations = kTwo}).ok());
+  CHECK(Store::Open(path, {.migrations = kTwo, .tables = kTables}).ok());
 }
 
 TEST_CASE("a schema newer than the binary is refused, naming both versions") {
   testing::TempDir dir;
   std::string path = dir.Sub("new.db");
-  REQUIRE(Store::Open(path, {.migrations = kTwo}).ok());
-  auto s = Store::Open(path, {.migrations = kOne});
+  REQUIRE(Store::Open(path, {.migrations = kTwo, .tables = kTables}).ok());
+  auto s = Store::Open(path, {.migrations = kOne, .tables = kTables});
   REQUIRE_FALSE(s.ok());
   CHECK(s.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(s.status().message() ==
@@ -98,11 +133,11 @@ TEST_CASE("a schema newer than the binary is refused, naming both versions") {
 TEST_CASE("a failed migration rolls back and leaves the version alone") {
   testing::TempDir dir;
   std::string path = dir.Sub("b.db");
-  auto s = Store::Open(path, {.migrations = kBroken});
+  auto s = Store::Open(path, {.migrations = kBroken, .tables = kTables});
   REQUIRE_FALSE(s.ok());
   CHECK(s.status().message().find("migration to schema version 2") !=
         absl::string_view::npos);
-  auto again = Store::Open(path, {.migrations = kOne});
+  auto again = Store::Open(path, {.migrations = kOne, .tables = kTables});
   REQUIRE(again.ok());
   CHECK(QueryInt(**again, "PRAGMA user_version") == 1);
   CHECK(QueryInt(**again,
@@ -184,14 +219,11 @@ TEST_CASE("a database with a damaged page fails its integrity check") {
   testing::TempDir dir;
   std::string path = dir.Sub("torn.db");
   {
-    auto s = Store::Open(path, {.migrations = kOne});
+    auto s = Store::Open(path, {.migrations = kOne, .tables = kTables});
     REQUIRE(s.ok());
-    REQUIRE((*s)->Locked([](sqlite3* db) {
-                  return Exec(db,
-                              "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL "
-                              "SELECT i+1 FROM n WHERE i<3000) "
-                              "INSERT INTO a SELECT i FROM n;");
-                })
+    REQUIRE((*s)->Execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL "
+                          "SELECT i+1 FROM n WHERE i<3000) "
+                          "INSERT INTO a SELECT i FROM n")
                 .ok());
     REQUIRE((*s)->Checkpoint().ok());
   }
@@ -202,7 +234,7 @@ TEST_CASE("a database with a damaged page fails its integrity check") {
   std::string damaged = *bytes;
   for (size_t i = 4096 * 2; i < 4096 * 3; ++i) damaged[i] = '\x5a';
   REQUIRE(WriteFile(path, damaged).ok());
-  auto s = Store::Open(path, {.migrations = kOne});
+  auto s = Store::Open(path, {.migrations = kOne, .tables = kTables});
   REQUIRE_FALSE(s.ok());
   CHECK(s.status().code() == absl::StatusCode::kDataLoss);
 }
@@ -235,53 +267,236 @@ TEST_CASE("meta values round-trip and a missing key is NOT_FOUND") {
 
 TEST_CASE("a transaction that fails leaves no trace") {
   testing::TempDir dir;
-  auto s = Store::Open(dir.Sub("tx.db"), {.migrations = kOne});
+  auto s =
+      Store::Open(dir.Sub("tx.db"), {.migrations = kOne, .tables = kTables});
   REQUIRE(s.ok());
-  absl::Status st = (*s)->Transaction([](sqlite3* db) -> absl::Status {
-    absl::Status ins = Exec(db, "INSERT INTO a VALUES (1)");
+  absl::Status st = (*s)->InTransaction([](Transaction& tx) -> absl::Status {
+    absl::Status ins = tx.Execute("INSERT INTO a VALUES (1)");
     if (!ins.ok()) return ins;
+    CHECK(tx.Execute("INSERT INTO a VALUES (2)").ok());
     return absl::AbortedError("changed my mind");
   });
   CHECK(st.code() == absl::StatusCode::kAborted);
   CHECK(QueryInt(**s, "SELECT count(*) FROM a") == 0);
+  // And one that succeeds keeps all of it.
+  CHECK((*s)->InTransaction([](Transaction& tx) -> absl::Status {
+              RETURN_IF_ERROR(tx.Execute("INSERT INTO a VALUES (1)"));
+              return tx.Execute("INSERT INTO a VALUES (2)");
+            })
+            .ok());
+  CHECK(QueryInt(**s, "SELECT count(*) FROM a") == 2);
 }
 
 TEST_CASE("a kept statement is prepared once and runs with fresh bindings") {
   testing::TempDir dir;
-  auto s = Store::Open(dir.Sub("cached.db"), {.migrations = kTwo});
+  auto s = Store::Open(dir.Sub("cached.db"),
+                       {.migrations = kTwo, .tables = kTables});
   REQUIRE(s.ok());
   Store& store = **s;
   constexpr char kInsert[] = "INSERT INTO a(x) VALUES(?)";
   for (int64_t x : {1, 2, 3}) {
-    CHECK(store
-              .WithStatement(kInsert,
-                             [&](Stmt& st) { return st.Bind(1, x).Run(); })
-              .ok());
+    CHECK(store.Execute(kInsert, [&](Stmt& st) { st.Bind(1, x); }).ok());
   }
   CHECK(store.cached_statements() == 1);
   CHECK(QueryInt(store, "SELECT sum(x) FROM a") == 6);
 
   // A run that fails (x is the primary key) returns its error and leaves
   // the statement reset and usable.
-  absl::Status dup = store.WithStatement(
-      kInsert, [](Stmt& st) { return st.Bind(1, int64_t{2}).Run(); });
+  absl::Status dup =
+      store.Execute(kInsert, [](Stmt& st) { st.Bind(1, int64_t{2}); });
   CHECK(dup.code() == absl::StatusCode::kAlreadyExists);
-  CHECK(store
-            .WithStatement(
-                kInsert, [](Stmt& st) { return st.Bind(1, int64_t{4}).Run(); })
-            .ok());
+  CHECK(store.Execute(kInsert, [](Stmt& st) { st.Bind(1, int64_t{4}); }).ok());
   // Bindings do not carry over: an unbound parameter is NULL, which the
   // STRICT INTEGER PRIMARY KEY turns into a new rowid (5), not 4 again.
-  CHECK(store.WithStatement(kInsert, [](Stmt& st) { return st.Run(); }).ok());
+  CHECK(store.Execute(kInsert).ok());
   CHECK(QueryInt(store, "SELECT max(x) FROM a") == 5);
-  CHECK(store.cached_statements() == 1);
+  const size_t kept = store.cached_statements();  // and the two queries
 
   // A text that does not prepare is an error that names it, and is not kept.
-  absl::Status bad = store.WithStatement("INSERT INTO nowhere VALUES(1)",
-                                         [](Stmt& st) { return st.Run(); });
+  absl::Status bad = store.Execute("INSERT INTO nowhere VALUES(1)");
   CHECK(bad.code() == absl::StatusCode::kInternal);
   CHECK(bad.message().find("INSERT INTO nowhere") != absl::string_view::npos);
-  CHECK(store.cached_statements() == 1);
+  CHECK(store.cached_statements() == kept);
+  // A query whose row function fails stops there with that error.
+  int rows = 0;
+  absl::Status stopped = store.Query(
+      "SELECT x FROM a ORDER BY x", [](Stmt&) {},
+      [&](const Stmt&) {
+        return ++rows == 2 ? absl::DataLossError("row 2") : absl::OkStatus();
+      });
+  CHECK(stopped.code() == absl::StatusCode::kDataLoss);
+  CHECK(rows == 2);
+}
+
+// A replicated table and its schema, beside the built-in ones.
+constexpr Migration kReplicatedSchema[] = {
+    {1, R"sql(
+CREATE TABLE local (k TEXT PRIMARY KEY, v TEXT) STRICT;
+CREATE TABLE shared (k TEXT PRIMARY KEY, v TEXT, hlc INTEGER) STRICT;
+CREATE TABLE change_log (
+  origin TEXT NOT NULL, seq INTEGER NOT NULL, hlc INTEGER NOT NULL,
+  tbl TEXT NOT NULL, key TEXT NOT NULL, value BLOB,
+  PRIMARY KEY (origin, seq)) STRICT, WITHOUT ROWID;
+CREATE INDEX change_log_hlc ON change_log(hlc);
+)sql"},
+};
+constexpr TableInfo kReplicatedTables[] = {
+    {"local", Replication::kNodeLocal, ""},
+    {"shared", Replication::kReplicated, ""},
+    {"change_log", Replication::kChangeLog, ""},
+};
+
+absl::StatusOr<ChangeStamp> Put(Store& store, const std::string& k,
+                                const std::string& v) {
+  return store.WriteReplicated(
+      {.table = "shared", .key = k, .value = v},
+      [&](Transaction& tx, const ChangeStamp& stamp) {
+        return tx.Execute(
+            "INSERT INTO shared(k, v, hlc) VALUES(?, ?, ?) ON CONFLICT(k) DO "
+            "UPDATE SET v=excluded.v, hlc=excluded.hlc",
+            [&](Stmt& st) {
+              st.Bind(1, k).Bind(2, v).Bind(3, static_cast<int64_t>(stamp.hlc));
+            });
+      });
+}
+
+TEST_CASE("a replicated table is written only through WriteReplicated") {
+  testing::TempDir dir;
+  SetClock clock;
+  Store::Options options{.migrations = kReplicatedSchema,
+                         .tables = kReplicatedTables,
+                         .origin = "node-a",
+                         .clock = &clock};
+  auto s = Store::Open(dir.Sub("r.db"), options);
+  REQUIRE(s.ok());
+  Store& store = **s;
+
+  // Straight writes to the replicated table, or to the log, are refused
+  // with a message that says the way in; node-local tables are not.
+  for (const char* sql :
+       {"INSERT INTO shared(k, v) VALUES('x', 'y')", "UPDATE shared SET v='z'",
+        "DELETE FROM shared", "DELETE FROM change_log"}) {
+    absl::Status direct = store.Execute(sql);
+    CHECK_MESSAGE(direct.code() == absl::StatusCode::kFailedPrecondition, sql,
+                  " ", direct.ToString());
+    CHECK(direct.message().find("WriteReplicated") != absl::string_view::npos);
+  }
+  absl::Status in_tx = store.InTransaction([](Transaction& tx) {
+    return tx.Execute("INSERT INTO shared(k, v) VALUES('x', 'y')");
+  });
+  CHECK(in_tx.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(store.Execute("INSERT INTO local VALUES('x', 'y')").ok());
+  // Reads are free.
+  CHECK(QueryInt(store, "SELECT count(*) FROM shared") == 0);
+  // WriteReplicated names only replicated tables.
+  auto wrong = store.WriteReplicated(
+      {.table = "local", .key = "x", .value = "y"},
+      [](Transaction&, const ChangeStamp&) { return absl::OkStatus(); });
+  CHECK(wrong.status().code() == absl::StatusCode::kInvalidArgument);
+
+  auto first = Put(store, "x", "1");
+  REQUIRE_MESSAGE(first.ok(), first.status().ToString());
+  CHECK(first->origin == "node-a");
+  CHECK(first->seq == 1);
+  CHECK(HlcMillis(first->hlc) == absl::ToUnixMillis(clock.now));
+  CHECK(QueryText(store, "SELECT v FROM shared WHERE k='x'") == "1");
+  CHECK(QueryInt(store, "SELECT count(*) FROM change_log") == 1);
+  CHECK(QueryText(store,
+                  "SELECT tbl || '/' || key || '=' || value FROM "
+                  "change_log WHERE seq=1") == "shared/x=1");
+
+  // A change whose apply fails is rolled back whole and takes no sequence
+  // number: the origin's sequence stays without gaps.
+  auto failed = store.WriteReplicated(
+      {.table = "shared", .key = "y", .value = "2"},
+      [](Transaction& tx, const ChangeStamp&) -> absl::Status {
+        RETURN_IF_ERROR(tx.Execute("INSERT INTO shared(k, v) VALUES('y', 2)"));
+        return absl::AbortedError("no");
+      });
+  CHECK(failed.status().code() == absl::StatusCode::kAborted);
+  CHECK(QueryInt(store, "SELECT count(*) FROM shared") == 1);
+  CHECK(QueryInt(store, "SELECT count(*) FROM change_log") == 1);
+
+  // The same millisecond twice: the counter orders them.
+  auto second = Put(store, "x", "2");
+  REQUIRE(second.ok());
+  CHECK(second->seq == 2);
+  CHECK(second->hlc > first->hlc);
+
+  // A deletion is logged with no value.
+  auto gone = store.WriteReplicated(
+      {.table = "shared", .key = "x", .value = std::nullopt},
+      [](Transaction& tx, const ChangeStamp&) {
+        return tx.Execute("DELETE FROM shared WHERE k='x'");
+      });
+  REQUIRE(gone.ok());
+  CHECK(gone->seq == 3);
+  CHECK(QueryInt(store, "SELECT value IS NULL FROM change_log WHERE seq=3") ==
+        1);
+  const HlcTime last = gone->hlc;
+  s->reset();
+
+  // After a restart with the wall clock an hour behind, the sequence goes
+  // on from the log and no stamp is earlier than one made before.
+  clock.now -= absl::Hours(1);
+  auto again = Store::Open(dir.Sub("r.db"), options);
+  REQUIRE(again.ok());
+  auto after = Put(**again, "z", "3");
+  REQUIRE(after.ok());
+  CHECK(after->seq == 4);
+  CHECK(after->hlc > last);
+  // Another origin's log (as replication will write it) does not move
+  // this node's sequence.
+  options.origin = "node-b";
+  again->reset();
+  auto b = Store::Open(dir.Sub("r.db"), options);
+  REQUIRE(b.ok());
+  auto from_b = Put(**b, "w", "4");
+  REQUIRE(from_b.ok());
+  CHECK(from_b->seq == 1);
+  CHECK(from_b->hlc > after->hlc);  // the floor is the highest of any origin
+}
+
+TEST_CASE("the hybrid logical clock never goes back and refuses skew") {
+  SetClock clock;
+  Hlc hlc(&clock, 0);
+  const HlcTime t1 = hlc.Now();
+  CHECK(HlcMillis(t1) == absl::ToUnixMillis(clock.now));
+  CHECK(HlcCounter(t1) == 0);
+  const HlcTime t2 = hlc.Now();
+  CHECK(HlcMillis(t2) == HlcMillis(t1));
+  CHECK(HlcCounter(t2) == 1);
+  // The wall clock steps back: stamps keep rising on the counter.
+  clock.now -= absl::Seconds(5);
+  const HlcTime t3 = hlc.Now();
+  CHECK(t3 == t2 + 1);
+  // The wall clock passes the highest time: stamps follow it again.
+  clock.now += absl::Seconds(10);
+  const HlcTime t4 = hlc.Now();
+  CHECK(HlcMillis(t4) == absl::ToUnixMillis(clock.now));
+  CHECK(HlcCounter(t4) == 0);
+
+  // A remote time within the offset moves this clock past it.
+  const HlcTime remote =
+      MakeHlc(absl::ToUnixMillis(clock.now + absl::Milliseconds(200)), 7);
+  auto received = hlc.Receive(remote, absl::Milliseconds(500));
+  REQUIRE(received.ok());
+  CHECK(*received == remote + 1);
+  CHECK(hlc.Now() > remote);
+  // One further ahead is refused and changes nothing.
+  const HlcTime before = hlc.last();
+  auto skewed =
+      hlc.Receive(MakeHlc(absl::ToUnixMillis(clock.now + absl::Seconds(3)), 0),
+                  absl::Milliseconds(500));
+  CHECK(skewed.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(skewed.status().message().find("clock skew") !=
+        absl::string_view::npos);
+  CHECK(hlc.last() == before);
+  // A full counter carries into the microseconds, still in order.
+  Hlc full(&clock, MakeHlc(absl::ToUnixMillis(clock.now) + 1000, 0xffff));
+  const HlcTime carried = full.Now();
+  CHECK(HlcMillis(carried) == absl::ToUnixMillis(clock.now) + 1001);
+  CHECK(HlcCounter(carried) == 0);
 }
 
 }  // namespace
