@@ -16,7 +16,7 @@ bool IsFinal(const mycel::v1::Executable& exe) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<LogStream>> LogStream::Start(
-    CellManager* manager, boost::asio::io_context* io,
+    Cells* manager, boost::asio::io_context* io,
     const mycel::v1::LogsRequest& request, Sink* sink) {
   if (request.tail_lines() < 0) {
     return absl::InvalidArgumentError("tail_lines: must not be negative");
@@ -39,9 +39,8 @@ absl::StatusOr<std::shared_ptr<LogStream>> LogStream::Start(
   return stream;
 }
 
-LogStream::LogStream(CellManager* manager, boost::asio::io_context* io,
-                     Sink* sink, mycel::v1::LogsRequest request,
-                     LogReader reader)
+LogStream::LogStream(Cells* manager, boost::asio::io_context* io, Sink* sink,
+                     mycel::v1::LogsRequest request, LogReader reader)
     : manager_(manager),
       sink_(sink),
       request_(std::move(request)),

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "cells/cell_manager.h"
+#include "cells/cells.h"
 #include "cells/log_reader.h"
 #include "cells/stream_sink.h"
 #include "mycel/v1/cells.pb.h"
@@ -36,7 +36,7 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
   // NOT_FOUND for an unknown executable, INVALID_ARGUMENT for a negative
   // tail_lines.
   static absl::StatusOr<std::shared_ptr<LogStream>> Start(
-      CellManager* manager, boost::asio::io_context* io,
+      Cells* manager, boost::asio::io_context* io,
       const mycel::v1::LogsRequest& request, Sink* sink);
 
   LogStream(const LogStream&) = delete;
@@ -46,14 +46,14 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
   void Cancel();
 
  private:
-  LogStream(CellManager* manager, boost::asio::io_context* io, Sink* sink,
+  LogStream(Cells* manager, boost::asio::io_context* io, Sink* sink,
             mycel::v1::LogsRequest request, LogReader reader);
 
   // Sends the next chunk, or, caught up, ends or waits for more.
   void Pump();
   bool Ended();
 
-  CellManager* const manager_;
+  Cells* const manager_;
   Sink* const sink_;
   const mycel::v1::LogsRequest request_;
   LogReader reader_;

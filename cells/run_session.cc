@@ -16,7 +16,7 @@
 namespace mycel::cells {
 
 absl::StatusOr<std::shared_ptr<RunSession>> RunSession::Start(
-    CellManager* manager, boost::asio::io_context* io,
+    Cells* manager, boost::asio::io_context* io,
     const mycel::v1::RunRequest& request, Sink* sink) {
   mycel::v1::CellSpec spec = request.cell();
   if (spec.name().empty()) {
@@ -82,8 +82,8 @@ absl::StatusOr<std::shared_ptr<RunSession>> RunSession::Start(
   return session;
 }
 
-RunSession::RunSession(CellManager* manager, boost::asio::io_context* io,
-                       Sink* sink, std::string cell)
+RunSession::RunSession(Cells* manager, boost::asio::io_context* io, Sink* sink,
+                       std::string cell)
     : manager_(manager), io_(io), sink_(sink), cell_(std::move(cell)) {}
 
 RunSession::~RunSession() {

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "cells/cell_manager.h"
+#include "cells/cells.h"
 #include "cells/stream_sink.h"
 #include "mycel/v1/cells.pb.h"
 
@@ -37,7 +37,7 @@ class RunSession : public std::enable_shared_from_this<RunSession> {
   // NOT_FOUND for a missing command), with nothing left behind. `sink` must
   // outlive the session, or until Cancel().
   static absl::StatusOr<std::shared_ptr<RunSession>> Start(
-      CellManager* manager, boost::asio::io_context* io,
+      Cells* manager, boost::asio::io_context* io,
       const mycel::v1::RunRequest& request, Sink* sink);
 
   RunSession(const RunSession&) = delete;
@@ -54,7 +54,7 @@ class RunSession : public std::enable_shared_from_this<RunSession> {
   const std::string& cell() const { return cell_; }
 
  private:
-  RunSession(CellManager* manager, boost::asio::io_context* io, Sink* sink,
+  RunSession(Cells* manager, boost::asio::io_context* io, Sink* sink,
              std::string cell);
 
   // Reads one chunk from pipe `i` (0: stdout, 1: stderr) when it is
@@ -66,7 +66,7 @@ class RunSession : public std::enable_shared_from_this<RunSession> {
   // Deletes the cell (once).
   void RemoveCell();
 
-  CellManager* const manager_;
+  Cells* const manager_;
   boost::asio::io_context* const io_;
   Sink* sink_;
   const std::string cell_;
@@ -76,7 +76,7 @@ class RunSession : public std::enable_shared_from_this<RunSession> {
   int delivering_ = -1;
   // A pipe that turned readable while a chunk was out.
   bool waiting_[2] = {false, false};
-  CellManager::EndWatch end_watch_ = 0;
+  Cells::EndWatch end_watch_ = 0;
   bool watching_end_ = false;
   bool cancelled_ = false;
   bool removed_ = false;

@@ -23,6 +23,7 @@
 #include "runtime/log.h"
 #include "runtime/resource_limits.h"
 #include "runtime/signals.h"
+#include "runtime/spawn/spawn.h"
 #include "runtime/status.h"
 
 namespace mycel {
@@ -191,9 +192,9 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
     boost::asio::post(io_, [this, mode] { RequestStop("api", mode); });
   };
   params.orphans_reaped = [this] { return reaper_.orphans_reaped(); };
-  absl::StatusOr<cells::CellManager*> manager =
-      cells_ != nullptr ? absl::StatusOr<cells::CellManager*>(cells_.get())
-                        : absl::StatusOr<cells::CellManager*>(
+  absl::StatusOr<cells::Cells*> manager =
+      cells_ != nullptr ? absl::StatusOr<cells::Cells*>(cells_.get())
+                        : absl::StatusOr<cells::Cells*>(
                               cells_unavailable_.ok()
                                   ? absl::FailedPreconditionError(
                                         "cells are not running on this node "
@@ -364,6 +365,7 @@ void Daemon::StartCells(const HostInfo& host) {
     opts.store = store_.get();
     opts.reaper = &reaper_;
     opts.io = &io_;
+    opts.clock = &clock_;
     opts.cgroups = *std::move(driver);
     if (config_.has_cell_pool()) opts.pool_size = config_.cell_pool();
     opts.cheap_cgroup_moves = host.cgroup_favordynmods;

@@ -84,6 +84,40 @@ absl::StatusOr<bool> TightenMode(const std::string& path, mode_t allowed) {
   return true;
 }
 
+namespace {
+
+FileInfo ToFileInfo(const struct stat& st) {
+  FileInfo info;
+  info.mode = st.st_mode;
+  info.dev = st.st_dev;
+  info.ino = st.st_ino;
+  info.size = st.st_size;
+  info.uid = st.st_uid;
+  return info;
+}
+
+}  // namespace
+
+bool FileInfo::is_directory() const { return S_ISDIR(mode); }
+bool FileInfo::is_regular() const { return S_ISREG(mode); }
+bool FileInfo::is_symlink() const { return S_ISLNK(mode); }
+
+absl::StatusOr<FileInfo> Stat(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return PosixError(absl::StrCat("stat ", path), errno);
+  }
+  return ToFileInfo(st);
+}
+
+absl::StatusOr<FileInfo> LinkStat(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    return PosixError(absl::StrCat("lstat ", path), errno);
+  }
+  return ToFileInfo(st);
+}
+
 absl::Status SyncPath(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return PosixError(absl::StrCat("open ", path), errno);

@@ -26,6 +26,28 @@ absl::Status WriteFile(const std::string& path, absl::string_view data,
 // the mode changed; NOT_FOUND when there is no such file.
 absl::StatusOr<bool> TightenMode(const std::string& path, mode_t allowed);
 
+// What stat(2) says of a file.
+struct FileInfo {
+  mode_t mode = 0;  // type and permission bits (st_mode)
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  uid_t uid = 0;
+
+  bool is_directory() const;
+  bool is_regular() const;
+  bool is_symlink() const;
+  // The same file as `other` (device and inode).
+  bool SameFile(const FileInfo& other) const {
+    return dev == other.dev && ino == other.ino;
+  }
+};
+
+// stat(2) and lstat(2) (which does not follow a symlink at `path`).
+// NOT_FOUND when there is no such file.
+absl::StatusOr<FileInfo> Stat(const std::string& path);
+absl::StatusOr<FileInfo> LinkStat(const std::string& path);
+
 // fsync(2) of a file or directory (for a directory: so that a rename or a
 // new entry in it survives a crash).
 absl::Status SyncPath(const std::string& path);

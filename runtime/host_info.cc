@@ -179,6 +179,11 @@ int PossibleMemoryNodes() {
   return highest + 1;
 }
 
+int OnlineCpus() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
 absl::StatusOr<std::string> Hostname() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) {

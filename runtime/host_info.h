@@ -53,6 +53,9 @@ bool CgroupMovesFavored(absl::string_view mountinfo);
 // highest in /sys/devices/system/node/possible), or 0 when it does not say.
 int PossibleMemoryNodes();
 
+// The number of CPUs online (at least 1).
+int OnlineCpus();
+
 // The node's hostname (gethostname), or an error naming the call.
 absl::StatusOr<std::string> Hostname();
 

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/status.h"
 
 namespace mycel {
@@ -22,6 +23,14 @@ absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit() {
   }
   out.soft = limit.rlim_cur;
   return out;
+}
+
+absl::Status SetNice(pid_t pid, int nice) {
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(pid), nice) != 0) {
+    return PosixError(absl::StrCat("setpriority(pid ", pid, ", ", nice, ")"),
+                      errno);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace mycel

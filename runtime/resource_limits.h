@@ -22,6 +22,9 @@ struct OpenFileLimit {
 // that use select(2) break above 1024.
 absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit();
 
+// Sets the nice value of process `pid` (setpriority(PRIO_PROCESS)).
+absl::Status SetNice(pid_t pid, int nice);
+
 }  // namespace mycel
 
 #endif  // MYCEL_RUNTIME_RESOURCE_LIMITS_H_

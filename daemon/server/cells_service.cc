@@ -80,7 +80,7 @@ class EndReactor final : public grpc::ServerUnaryReactor {
 
   // What the manager calls when the executable has ended (on any thread,
   // with its lock held): hand it to the loop.
-  cells::CellManager::EndCallback OnEnd() {
+  cells::Cells::EndCallback OnEnd() {
     return [state = state_](absl::StatusOr<mycel::v1::Executable> exe) {
       state->Post([exe = std::move(exe)](EndReactor* r) mutable {
         r->End(std::move(exe));
@@ -89,7 +89,7 @@ class EndReactor final : public grpc::ServerUnaryReactor {
   }
 
   // For a cancelled call, the manager forgets the watch.
-  void SetWatch(cells::CellManager* manager, cells::CellManager::EndWatch id) {
+  void SetWatch(cells::Cells* manager, cells::Cells::EndWatch id) {
     state_->Post([manager, id](EndReactor* r) {
       r->manager_ = manager;
       r->watch_ = id;
@@ -128,13 +128,13 @@ class EndReactor final : public grpc::ServerUnaryReactor {
 
   std::shared_ptr<ReactorState<EndReactor>> state_;
   mycel::v1::Executable* const response_;
-  cells::CellManager* manager_ = nullptr;
-  cells::CellManager::EndWatch watch_ = 0;
+  cells::Cells* manager_ = nullptr;
+  cells::Cells::EndWatch watch_ = 0;
 };
 
-using RunReactor = SessionReactor<cells::RunSession, cells::CellManager,
+using RunReactor = SessionReactor<cells::RunSession, cells::Cells,
                                   mycel::v1::RunRequest, mycel::v1::RunEvent>;
-using LogsReactor = SessionReactor<cells::LogStream, cells::CellManager,
+using LogsReactor = SessionReactor<cells::LogStream, cells::Cells,
                                    mycel::v1::LogsRequest, mycel::v1::LogChunk>;
 
 }  // namespace
@@ -210,7 +210,7 @@ grpc::ServerUnaryReactor* ExecutablesService::Wait(
     r->FinishNow(ToGrpc(manager_.status()));
     return r;
   }
-  cells::CellManager::EndWatch id =
+  cells::Cells::EndWatch id =
       (*manager_)->WatchEnd(req->cell(), req->name(), r->OnEnd());
   if (id != 0) r->SetWatch(*manager_, id);
   return r;

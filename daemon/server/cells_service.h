@@ -1,5 +1,6 @@
 // The mycel.v1.Cells and mycel.v1.Executables gRPC services: a thin layer
-// over CellManager that turns absl::Status into gRPC status codes.
+// over the node's Cells (cells/cells.h) that turns absl::Status into gRPC
+// status codes.
 //
 // Calls that wait (Wait, Stop, Logs with follow, Run) use gRPC's callback
 // API: they hold no server thread while they wait, so any number of them
@@ -10,7 +11,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "cells/cell_manager.h"
+#include "cells/cells.h"
 #include "mycel/v1/cells.grpc.pb.h"
 
 namespace mycel {
@@ -21,7 +22,7 @@ class CellsService final : public mycel::v1::Cells::WithCallbackMethod_Run<
  public:
   // `manager` is an error when cells are unavailable on this node (for
   // example no cgroup hierarchy); every call then answers with it.
-  CellsService(absl::StatusOr<cells::CellManager*> manager,
+  CellsService(absl::StatusOr<cells::Cells*> manager,
                boost::asio::io_context* io)
       : manager_(std::move(manager)), io_(io) {}
 
@@ -39,7 +40,7 @@ class CellsService final : public mycel::v1::Cells::WithCallbackMethod_Run<
       grpc::CallbackServerContext*, const mycel::v1::RunRequest*) override;
 
  private:
-  const absl::StatusOr<cells::CellManager*> manager_;
+  const absl::StatusOr<cells::Cells*> manager_;
   boost::asio::io_context* const io_;
 };
 
@@ -50,7 +51,7 @@ class ExecutablesService final
               mycel::v1::Executables::WithCallbackMethod_Logs<
                   mycel::v1::Executables::Service>>> {
  public:
-  ExecutablesService(absl::StatusOr<cells::CellManager*> manager,
+  ExecutablesService(absl::StatusOr<cells::Cells*> manager,
                      boost::asio::io_context* io)
       : manager_(std::move(manager)), io_(io) {}
 
@@ -73,7 +74,7 @@ class ExecutablesService final
       grpc::CallbackServerContext*, const mycel::v1::LogsRequest*) override;
 
  private:
-  const absl::StatusOr<cells::CellManager*> manager_;
+  const absl::StatusOr<cells::Cells*> manager_;
   boost::asio::io_context* const io_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -142,6 +143,23 @@ absl::StatusOr<ExitStatus> Child::Wait() {
 }
 
 UniqueFd Child::ReleasePidfd() { return std::move(pidfd_); }
+
+bool Child::WaitExited(absl::Duration timeout) const {
+  if (!pidfd_) return true;
+  pollfd exited = {pidfd_.get(), POLLIN, 0};
+  const int ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
+  int n;
+  do {
+    n = poll(&exited, 1, ms < 0 ? 0 : ms);
+  } while (n < 0 && errno == EINTR);
+  return n != 0;
+}
+
+absl::StatusOr<UniqueFd> Child::DupPidfd() const {
+  int fd = fcntl(pidfd_.get(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return PosixError(absl::StrCat("dup pidfd of ", pid_), errno);
+  return UniqueFd(fd);
+}
 
 absl::StatusOr<ExitStatus> ReapedExitStatus(int pidfd) {
   // struct pidfd_info and PIDFD_GET_INFO, _IOWR(PIDFS_IOCTL_MAGIC, 11, ...)

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "runtime/unique_fd.h"
 
 namespace mycel {
@@ -67,6 +68,15 @@ class Child final {
   // reference tears its mounts down, which includes an expedited RCU grace
   // period. NOT_FOUND once the process has exited.
   absl::StatusOr<UniqueFd> OpenMountNamespace() const;
+
+  // Whether the process has exited (its pidfd is readable), waiting at
+  // most `timeout` for it (zero: just look). A process whose pidfd was
+  // released counts as exited.
+  bool WaitExited(absl::Duration timeout) const;
+
+  // A second descriptor of the pidfd (O_CLOEXEC), for a watcher that
+  // outlives this object's use of it.
+  absl::StatusOr<UniqueFd> DupPidfd() const;
 
   // Gives the pidfd to the caller; this object keeps only pid and start
   // time, and further Signal/Wait calls fail with FAILED_PRECONDITION.

@@ -518,6 +518,15 @@ absl::Status InNamespaceOf(int pidfd, int nstype,
   return fn();
 }
 
+absl::Status SetHostnameOf(int pidfd, const std::string& hostname) {
+  return InNamespaceOf(pidfd, CLONE_NEWUTS, [&] {
+    if (sethostname(hostname.data(), hostname.size()) != 0) {
+      return PosixError(absl::StrCat("sethostname ", hostname), errno);
+    }
+    return absl::OkStatus();
+  });
+}
+
 absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   RETURN_IF_ERROR(Validate(request));
   if (thread_stuck) {

@@ -172,6 +172,10 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request);
 absl::Status InNamespaceOf(int pidfd, int nstype,
                            absl::FunctionRef<absl::Status()> fn);
 
+// Sets the hostname in the UTS namespace of the process behind `pidfd`
+// (through InNamespaceOf).
+absl::Status SetHostnameOf(int pidfd, const std::string& hostname);
+
 }  // namespace mycel
 
 #endif  // MYCEL_RUNTIME_SPAWN_SPAWN_H_
