@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "cli/call.h"
 #include "cli/cell_flags.h"
 #include "cli/cli.h"
 #include "mycel/v1/cells.grpc.pb.h"
@@ -50,15 +51,11 @@ int Create(Context& ctx, const std::vector<std::string>& args) {
   if (absl::Status s = FillCellSpec(*parsed, req.mutable_spec()); !s.ok()) {
     return ctx.Fail(s);
   }
-  auto channel = ctx.Channel();
-  if (!channel.ok()) return ctx.Fail(channel.status());
-  mycel::v1::Cell cell;
-  grpc::Status st = mycel::v1::Cells::NewStub(*channel)->Create(
-      ctx.NewCall().get(), req, &cell);
-  if (!st.ok()) return ctx.Fail(st);
-  if (ctx.options().output == Output::kJson) return ctx.PrintJson(cell);
-  printf("%s\n", cell.spec().name().c_str());
-  return kExitOk;
+  return CallAndPrint(ctx, &mycel::v1::Cells::Stub::Create, req,
+                      [](const mycel::v1::Cell& cell) {
+                        printf("%s\n", cell.spec().name().c_str());
+                        return kExitOk;
+                      });
 }
 
 int List(Context& ctx, const std::vector<std::string>& args) {
@@ -67,39 +64,24 @@ int List(Context& ctx, const std::vector<std::string>& args) {
             args[0].c_str());
     return kExitUsage;
   }
-  auto channel = ctx.Channel();
-  if (!channel.ok()) return ctx.Fail(channel.status());
-  mycel::v1::ListCellsResponse resp;
-  grpc::Status st =
-      mycel::v1::Cells::NewStub(*channel)->List(ctx.NewCall().get(), {}, &resp);
-  if (!st.ok()) return ctx.Fail(st);
-  if (ctx.options().output == Output::kJson) return ctx.PrintJson(resp);
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& c : resp.cells()) {
-    rows.push_back({c.spec().name(), NamespacesText(c.spec()),
-                    LimitsText(c.spec().limits()),
-                    c.spec().seccomp().empty() ? "default" : c.spec().seccomp(),
-                    absl::StrCat(c.status().executables_running(), "/",
-                                 c.status().executables_total())});
-  }
-  PrintTable({"NAME", "ISOLATE", "LIMITS", "SECCOMP", "RUNNING"}, rows);
-  return kExitOk;
+  return CallAndPrint(
+      ctx, &mycel::v1::Cells::Stub::List, mycel::v1::ListCellsRequest(),
+      [](const mycel::v1::ListCellsResponse& resp) {
+        std::vector<std::vector<std::string>> rows;
+        for (const auto& c : resp.cells()) {
+          rows.push_back(
+              {c.spec().name(), NamespacesText(c.spec()),
+               LimitsText(c.spec().limits()),
+               c.spec().seccomp().empty() ? "default" : c.spec().seccomp(),
+               absl::StrCat(c.status().executables_running(), "/",
+                            c.status().executables_total())});
+        }
+        PrintTable({"NAME", "ISOLATE", "LIMITS", "SECCOMP", "RUNNING"}, rows);
+        return kExitOk;
+      });
 }
 
-int Get(Context& ctx, const std::vector<std::string>& args) {
-  if (args.size() != 1) {
-    fprintf(stderr, "mycel cell get: want exactly one NAME\n");
-    return kExitUsage;
-  }
-  auto channel = ctx.Channel();
-  if (!channel.ok()) return ctx.Fail(channel.status());
-  mycel::v1::GetCellRequest req;
-  req.set_name(args[0]);
-  mycel::v1::Cell c;
-  grpc::Status st =
-      mycel::v1::Cells::NewStub(*channel)->Get(ctx.NewCall().get(), req, &c);
-  if (!st.ok()) return ctx.Fail(st);
-  if (ctx.options().output == Output::kJson) return ctx.PrintJson(c);
+int PrintCell(const mycel::v1::Cell& c) {
   PrintKeyValues({
       {"NAME", c.spec().name()},
       {"ISOLATE", NamespacesText(c.spec())},
@@ -122,6 +104,16 @@ int Get(Context& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+int Get(Context& ctx, const std::vector<std::string>& args) {
+  if (args.size() != 1) {
+    fprintf(stderr, "mycel cell get: want exactly one NAME\n");
+    return kExitUsage;
+  }
+  mycel::v1::GetCellRequest req;
+  req.set_name(args[0]);
+  return CallAndPrint(ctx, &mycel::v1::Cells::Stub::Get, req, PrintCell);
+}
+
 int Remove(Context& ctx, const std::vector<std::string>& args) {
   auto parsed = ParseArgs(args, {}, {"--force"}, {{"-f", "--force"}});
   if (!parsed.ok()) return ctx.Fail(parsed.status());
@@ -129,18 +121,17 @@ int Remove(Context& ctx, const std::vector<std::string>& args) {
     fprintf(stderr, "mycel cell rm: want at least one NAME\n");
     return kExitUsage;
   }
-  auto channel = ctx.Channel();
-  if (!channel.ok()) return ctx.Fail(channel.status());
-  auto stub = mycel::v1::Cells::NewStub(*channel);
+  // A channel that cannot be made fails once, not once per name.
   int rc = kExitOk;
+  if (Connect<mycel::v1::Cells::Stub>(ctx, &rc) == nullptr) return rc;
   for (const std::string& name : parsed->positional) {
     mycel::v1::DeleteCellRequest req;
     req.set_name(name);
     req.set_force(parsed->has("--force"));
     mycel::v1::DeleteCellResponse resp;
-    grpc::Status st = stub->Delete(ctx.NewCall().get(), req, &resp);
-    if (!st.ok()) {
-      rc = ctx.Fail(st);
+    if (int failed = Call(ctx, &mycel::v1::Cells::Stub::Delete, req, &resp);
+        failed != kExitOk) {
+      rc = failed;
       continue;
     }
     if (ctx.options().output == Output::kTable) printf("%s\n", name.c_str());
@@ -153,23 +144,20 @@ int Stats(Context& ctx, const std::vector<std::string>& args) {
     fprintf(stderr, "mycel cell stats: want exactly one NAME\n");
     return kExitUsage;
   }
-  auto channel = ctx.Channel();
-  if (!channel.ok()) return ctx.Fail(channel.status());
   mycel::v1::GetCellRequest req;
   req.set_name(args[0]);
-  mycel::v1::CellStats s;
-  grpc::Status st =
-      mycel::v1::Cells::NewStub(*channel)->Stats(ctx.NewCall().get(), req, &s);
-  if (!st.ok()) return ctx.Fail(st);
-  if (ctx.options().output == Output::kJson) return ctx.PrintJson(s);
-  PrintKeyValues({
-      {"CPU", absl::StrFormat("%.3fs", s.cpu_usage_usec() / 1e6)},
-      {"MEMORY", Bytes(s.memory_current())},
-      {"MEMORY PEAK", s.memory_peak() ? Bytes(s.memory_peak()) : "-"},
-      {"PIDS", absl::StrCat(s.pids_current())},
-      {"OOM KILLS", absl::StrCat(s.oom_kills())},
-  });
-  return kExitOk;
+  return CallAndPrint(
+      ctx, &mycel::v1::Cells::Stub::Stats, req,
+      [](const mycel::v1::CellStats& s) {
+        PrintKeyValues({
+            {"CPU", absl::StrFormat("%.3fs", s.cpu_usage_usec() / 1e6)},
+            {"MEMORY", Bytes(s.memory_current())},
+            {"MEMORY PEAK", s.memory_peak() ? Bytes(s.memory_peak()) : "-"},
+            {"PIDS", absl::StrCat(s.pids_current())},
+            {"OOM KILLS", absl::StrCat(s.oom_kills())},
+        });
+        return kExitOk;
+      });
 }
 
 const std::string kCreateDetails =

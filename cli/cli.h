@@ -20,7 +20,9 @@ namespace mycel::cli {
 enum class Output { kTable, kJson };
 
 struct GlobalOptions {
-  std::string socket = "/run/mycel/mycel.sock";
+  // --socket, else $MYCEL_SOCKET, else myceld's own default (main fills
+  // it in).
+  std::string socket;
   std::string node;  // HOST:PORT; when set, TCP + mTLS instead of the socket
   std::string tls_ca;
   std::string tls_cert;

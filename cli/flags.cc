@@ -82,4 +82,18 @@ absl::StatusOr<int> ParseSignal(absl::string_view text) {
       absl::StrCat("signal: unknown signal \"", text, "\""));
 }
 
+absl::StatusOr<std::pair<uint32_t, uint32_t>> ParseUser(
+    absl::string_view text) {
+  size_t colon = text.find(':');
+  absl::string_view uid = text.substr(0, colon);
+  absl::string_view gid =
+      colon == absl::string_view::npos ? uid : text.substr(colon + 1);
+  uint32_t uv = 0, gv = 0;
+  if (!absl::SimpleAtoi(uid, &uv) || !absl::SimpleAtoi(gid, &gv)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--user: want UID or UID:GID (numbers), got \"", text, "\""));
+  }
+  return std::make_pair(uv, gv);
+}
+
 }  // namespace mycel::cli

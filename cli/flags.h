@@ -1,5 +1,5 @@
 // Small parsers for CLI values: sizes ("64M"), durations ("500ms"),
-// "CELL/EXE" references.
+// "CELL/EXE" references, signals, users.
 #ifndef MYCEL_CLI_FLAGS_H_
 #define MYCEL_CLI_FLAGS_H_
 
@@ -28,6 +28,10 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseExeRef(
 
 // A signal by name ("TERM", "SIGKILL") or number.
 absl::StatusOr<int> ParseSignal(absl::string_view text);
+
+// --user: "UID" or "UID:GID" (numbers) → {uid, gid}; the gid defaults to
+// the uid.
+absl::StatusOr<std::pair<uint32_t, uint32_t>> ParseUser(absl::string_view text);
 
 }  // namespace mycel::cli
 

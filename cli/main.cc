@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "cli/cli.h"
+#include "proto/daemon_defaults.h"
 
 namespace mycel::cli {
 namespace {
@@ -15,8 +16,21 @@ constexpr const Group* kGroups[] = {
     &kNodeGroup, &kCellGroup, &kRunGroup,  &kExecGroup, &kPsGroup,
     &kStopGroup, &kKillGroup, &kLogsGroup, &kWaitGroup, &kCompletionGroup};
 
-constexpr char kGlobalHelp[] = R"(global options (before or after the command):
-  --socket PATH        myceld's unix socket (default /run/mycel/mycel.sock,
+// myceld's default socket, as config.proto writes it. Read only when no
+// socket is given: reading it builds the schema's descriptors.
+const std::string& DefaultSocket() {
+  return DaemonDefault(mycel::v1::DaemonConfig::kSocketFieldNumber);
+}
+
+void PrintUsage(FILE* out) {
+  fprintf(out, "usage: mycel [global options] COMMAND [ARGS]\n\ncommands:\n");
+  for (const Group* g : kGroups) {
+    fprintf(out, "  %-12s %s\n", g->name, g->summary);
+  }
+  fprintf(out,
+          R"(
+global options (before or after the command):
+  --socket PATH        myceld's unix socket (default %s,
                        or $MYCEL_SOCKET)
   --node HOST:PORT     talk to a remote node over TCP with mutual TLS
   --tls-ca FILE        CA certificate that the node's certificate chains to
@@ -25,22 +39,19 @@ constexpr char kGlobalHelp[] = R"(global options (before or after the command):
   -o, --output FORMAT  table (default) or json
   --timeout SECONDS    deadline for each call (default 30)
   -h, --help           help for mycel or for a command
-)";
 
-void PrintUsage(FILE* out) {
-  fprintf(out, "usage: mycel [global options] COMMAND [ARGS]\n\ncommands:\n");
-  for (const Group* g : kGroups) {
-    fprintf(out, "  %-12s %s\n", g->name, g->summary);
-  }
-  fprintf(out, "\n%s\nRun 'mycel COMMAND --help' for its options.\n",
-          kGlobalHelp);
+Run 'mycel COMMAND --help' for its options.
+)",
+          DefaultSocket().c_str());
 }
 
 // Pulls the global options out of `args` (anywhere before "--") and leaves
 // the rest in order. Returns false after printing an error.
 bool ParseGlobals(std::vector<std::string>& args, GlobalOptions* opts) {
+  bool socket_given = false;
   if (const char* env = getenv("MYCEL_SOCKET"); env != nullptr && *env) {
     opts->socket = env;
+    socket_given = true;
   }
   std::vector<std::string> rest;
   bool passthrough = false;
@@ -79,6 +90,7 @@ bool ParseGlobals(std::vector<std::string>& args, GlobalOptions* opts) {
     }
     if (target != nullptr) {
       *target = value;
+      socket_given |= target == &opts->socket;
     } else if (is_output) {
       if (value == "table") {
         opts->output = Output::kTable;
@@ -98,6 +110,7 @@ bool ParseGlobals(std::vector<std::string>& args, GlobalOptions* opts) {
       return false;
     }
   }
+  if (!socket_given) opts->socket = DefaultSocket();
   args = std::move(rest);
   return true;
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "cli/call.h"
 #include "cli/cli.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "mycel/v1/node.grpc.pb.h"
@@ -41,20 +42,7 @@ std::string FormatUptime(const google::protobuf::Duration& d) {
   return absl::StrFormat("%.1fs", s + d.nanos() / 1e9);
 }
 
-int Info(Context& ctx, const std::vector<std::string>& args) {
-  if (!args.empty()) {
-    fprintf(stderr, "mycel node info: unexpected argument \"%s\"\n",
-            args[0].c_str());
-    return kExitUsage;
-  }
-  auto channel = ctx.Channel();
-  if (!channel.ok()) return ctx.Fail(channel.status());
-  auto stub = mycel::v1::Node::NewStub(*channel);
-  mycel::v1::NodeInfo info;
-  auto call = ctx.NewCall();
-  grpc::Status st = stub->GetInfo(call.get(), {}, &info);
-  if (!st.ok()) return ctx.Fail(st);
-  if (ctx.options().output == Output::kJson) return ctx.PrintJson(info);
+int PrintInfo(const mycel::v1::NodeInfo& info) {
   const auto& f = info.features();
   std::vector<std::string> v1(f.cgroup_v1_controllers().begin(),
                               f.cgroup_v1_controllers().end());
@@ -89,6 +77,16 @@ int Info(Context& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+int Info(Context& ctx, const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    fprintf(stderr, "mycel node info: unexpected argument \"%s\"\n",
+            args[0].c_str());
+    return kExitUsage;
+  }
+  return CallAndPrint(ctx, &mycel::v1::Node::Stub::GetInfo,
+                      mycel::v1::GetInfoRequest(), PrintInfo);
+}
+
 int Health(Context& ctx, const std::vector<std::string>& args) {
   std::string service;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -100,28 +98,27 @@ int Health(Context& ctx, const std::vector<std::string>& args) {
       return kExitUsage;
     }
   }
-  auto channel = ctx.Channel();
-  if (!channel.ok()) return ctx.Fail(channel.status());
-  auto stub = grpc::health::v1::Health::NewStub(*channel);
   grpc::health::v1::HealthCheckRequest req;
   req.set_service(service);
   grpc::health::v1::HealthCheckResponse resp;
-  auto call = ctx.NewCall();
-  grpc::Status st = stub->Check(call.get(), req, &resp);
-  if (st.error_code() == grpc::StatusCode::NOT_FOUND) {
+  CallOptions options;
+  options.on_error = [&](const grpc::Status& st) {
+    if (st.error_code() != grpc::StatusCode::NOT_FOUND) return ctx.Fail(st);
     fprintf(stderr, "mycel: health: service \"%s\" is not known to myceld\n",
             service.c_str());
     return kExitFailure;
+  };
+  int rc =
+      Call(ctx, &grpc::health::v1::Health::Stub::Check, req, &resp, options);
+  if (rc == kExitOk) {
+    rc = Print(ctx, resp, [&] {
+      printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+                         resp.status())
+                         .c_str());
+      return kExitOk;
+    });
   }
-  if (!st.ok()) return ctx.Fail(st);
-  if (ctx.options().output == Output::kJson) {
-    int rc = ctx.PrintJson(resp);
-    if (rc != kExitOk) return rc;
-  } else {
-    printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
-                       resp.status())
-                       .c_str());
-  }
+  if (rc != kExitOk) return rc;
   return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING
              ? kExitOk
              : kExitFailure;
@@ -143,16 +140,11 @@ int Shutdown(Context& ctx, const std::vector<std::string>& args) {
       return kExitUsage;
     }
   }
-  auto channel = ctx.Channel();
-  if (!channel.ok()) return ctx.Fail(channel.status());
-  auto stub = mycel::v1::Node::NewStub(*channel);
-  mycel::v1::ShutdownResponse resp;
-  auto call = ctx.NewCall();
-  grpc::Status st = stub->Shutdown(call.get(), req, &resp);
-  if (!st.ok()) return ctx.Fail(st);
-  if (ctx.options().output == Output::kJson) return ctx.PrintJson(resp);
-  printf("shutdown requested\n");
-  return kExitOk;
+  return CallAndPrint(ctx, &mycel::v1::Node::Stub::Shutdown, req,
+                      [](const mycel::v1::ShutdownResponse&) {
+                        printf("shutdown requested\n");
+                        return kExitOk;
+                      });
 }
 
 constexpr Command kCommands[] = {

@@ -40,8 +40,9 @@ function(mycel_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
-  # doctest's own exit code 77 is not used; a test that must skip prints why
-  # and returns 77, which ctest reports as skipped.
+  # doctest's own exit code 77 is not used; a binary whose requirements the
+  # host does not meet (MYCEL_TEST_REQUIRES, tests/testing/requires.h)
+  # prints why and returns 77, which ctest reports as skipped.
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}"
                        TIMEOUT ${ARG_TIMEOUT} SKIP_RETURN_CODE 77)
 endfunction()

@@ -2,13 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
-#include <functional>
-#include <map>
+#include <optional>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "runtime/host_info.h"
@@ -18,43 +20,49 @@
 namespace mycel {
 namespace {
 
+using google::protobuf::FieldDescriptor;
 using mycel::v1::DaemonConfig;
-using Setter = std::function<void(DaemonConfig*, const std::string&)>;
 
-// Flag name → field setter. The JSON field of each flag has the same name
-// with underscores (state-dir ↔ state_dir).
-const std::map<std::string, Setter>& FlagSetters() {
-  static const auto* setters = new std::map<std::string, Setter>{
-      {"state-dir",
-       [](DaemonConfig* c, const std::string& v) { c->set_state_dir(v); }},
-      {"socket",
-       [](DaemonConfig* c, const std::string& v) { c->set_socket(v); }},
-      {"node-name",
-       [](DaemonConfig* c, const std::string& v) { c->set_node_name(v); }},
-      {"listen",
-       [](DaemonConfig* c, const std::string& v) { c->set_listen(v); }},
-      {"tls-cert",
-       [](DaemonConfig* c, const std::string& v) { c->set_tls_cert(v); }},
-      {"tls-key",
-       [](DaemonConfig* c, const std::string& v) { c->set_tls_key(v); }},
-      {"tls-ca",
-       [](DaemonConfig* c, const std::string& v) { c->set_tls_ca(v); }},
-      {"log-level",
-       [](DaemonConfig* c, const std::string& v) { c->set_log_level(v); }},
-      {"module-dir",
-       [](DaemonConfig* c, const std::string& v) { c->set_module_dir(v); }},
-      {"hostname",
-       [](DaemonConfig* c, const std::string& v) { c->set_hostname(v); }},
-      {"cgroup-subtree",
-       [](DaemonConfig* c, const std::string& v) { c->set_cgroup_subtree(v); }},
-      {"cell-pool",
-       [](DaemonConfig* c, const std::string& v) {
-         int n = 0;
-         // Not a number: out of range, so that ValidateConfig names it.
-         c->set_cell_pool(absl::SimpleAtoi(v, &n) ? n : -1);
-       }},
+// Sets the scalar `field` from `text`, the form a flag takes.
+absl::Status SetFromText(const FieldDescriptor& field, const std::string& text,
+                         DaemonConfig* config) {
+  using google::protobuf::Reflection;
+  const Reflection* r = config->GetReflection();
+  // `n` gives the number's type, `set` the Reflection setter of that type.
+  auto number = [&](auto n, auto set) -> absl::Status {
+    if (!absl::SimpleAtoi(text, &n)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field.name(), ": want a number, got \"", text, "\""));
+    }
+    (r->*set)(config, &field, n);
+    return absl::OkStatus();
   };
-  return *setters;
+  switch (field.cpp_type()) {
+    case FieldDescriptor::CPPTYPE_STRING:
+      r->SetString(config, &field, text);
+      return absl::OkStatus();
+    case FieldDescriptor::CPPTYPE_BOOL:
+      r->SetBool(config, &field, text == "true");
+      return absl::OkStatus();
+    case FieldDescriptor::CPPTYPE_INT32:
+      return number(int32_t{0}, &Reflection::SetInt32);
+    case FieldDescriptor::CPPTYPE_INT64:
+      return number(int64_t{0}, &Reflection::SetInt64);
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return number(uint32_t{0}, &Reflection::SetUInt32);
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return number(uint64_t{0}, &Reflection::SetUInt64);
+    default:
+      return absl::InternalError(absl::StrCat(
+          field.name(), ": a ", field.cpp_type_name(), " has no flag form"));
+  }
+}
+
+const DaemonSetting* FindFlag(absl::string_view flag) {
+  for (const DaemonSetting& s : DaemonSettings()) {
+    if (!s.flag.empty() && s.flag == flag) return &s;
+  }
+  return nullptr;
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -65,7 +73,85 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// `text` wrapped to lines of at most `width` characters, each after
+// `indent` spaces but the first.
+std::string Wrap(absl::string_view text, size_t indent, size_t width) {
+  std::string out;
+  size_t line = 0;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (line > 0 && line + 1 + word.size() > width) {
+      absl::StrAppend(&out, "\n", std::string(indent, ' '));
+      line = 0;
+    } else if (line > 0) {
+      out += ' ';
+      ++line;
+    }
+    absl::StrAppend(&out, word);
+    line += word.size();
+  }
+  return out;
+}
+
 }  // namespace
+
+const std::vector<DaemonSetting>& DaemonSettings() {
+  static const auto* settings = [] {
+    auto* v = new std::vector<DaemonSetting>;
+    const google::protobuf::Descriptor* d = DaemonConfig::descriptor();
+    for (int i = 0; i < d->field_count(); ++i) {
+      const FieldDescriptor* f = d->field(i);
+      std::string flag;
+      if (!f->is_repeated()) {
+        flag = absl::StrCat("--", absl::StrReplaceAll(f->name(), {{"_", "-"}}));
+      }
+      v->push_back(
+          {f, &f->options().GetExtension(mycel::v1::setting), std::move(flag)});
+    }
+    return v;
+  }();
+  return *settings;
+}
+
+std::string DefaultText(const DaemonSetting& setting) {
+  const mycel::v1::Setting& o = *setting.options;
+  if (!o.default_value().empty()) return o.default_value();
+  if (!o.default_field().empty()) {
+    return absl::StrCat("the ",
+                        absl::StrReplaceAll(o.default_field(), {{"_", " "}}));
+  }
+  if (o.default_hostname()) return "the hostname";
+  return "";
+}
+
+absl::Status ApplyDefaults(DaemonConfig* config) {
+  const google::protobuf::Reflection* r = config->GetReflection();
+  auto unset = [&](const DaemonSetting& s) {
+    return !s.field->is_repeated() && !r->HasField(*config, s.field);
+  };
+  for (const DaemonSetting& s : DaemonSettings()) {
+    if (!unset(s)) continue;
+    if (!s.options->default_value().empty()) {
+      RETURN_IF_ERROR(
+          SetFromText(*s.field, s.options->default_value(), config));
+    } else if (s.options->default_hostname()) {
+      ASSIGN_OR_RETURN(std::string host, Hostname());
+      r->SetString(config, s.field, host);
+    }
+  }
+  // After the others, so that the field a default names has its own.
+  for (const DaemonSetting& s : DaemonSettings()) {
+    if (!unset(s) || s.options->default_field().empty()) continue;
+    const FieldDescriptor* from =
+        DaemonConfig::descriptor()->FindFieldByName(s.options->default_field());
+    if (from == nullptr || from->type() != s.field->type() ||
+        from->cpp_type() != FieldDescriptor::CPPTYPE_STRING) {
+      return absl::InternalError(absl::StrCat(
+          s.field->name(), ": default_field names no string field"));
+    }
+    r->SetString(config, s.field, r->GetString(*config, from));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<DaemonConfig> ParseConfigJson(const std::string& json,
                                              const std::string& origin) {
@@ -138,7 +224,7 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
 absl::StatusOr<DaemonFlags> ParseDaemonFlags(
     const std::vector<std::string>& args, const std::string& default_config) {
   DaemonFlags flags;
-  std::vector<std::pair<std::string, std::string>> sets;
+  std::vector<std::pair<const DaemonSetting*, std::string>> sets;
   std::string config_path;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -150,37 +236,41 @@ absl::StatusOr<DaemonFlags> ParseDaemonFlags(
       flags.version = true;
       continue;
     }
-    if (arg == "--pid1") {
-      flags.config.set_pid1(true);
-      continue;
-    }
     if (arg.rfind("--", 0) != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("unexpected argument \"", arg, "\" (see --help)"));
     }
-    std::string name = arg.substr(2);
-    std::string value;
-    size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (name != "config" && FlagSetters().count(name) == 0) {
+    std::string flag = arg;
+    std::optional<std::string> value;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    }
+    const DaemonSetting* setting = FindFlag(flag);
+    if (setting == nullptr && flag != "--config") {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", name, " (see --help)"));
-    } else {
+          absl::StrCat("unknown flag ", flag, " (see --help)"));
+    }
+    const bool is_bool = setting != nullptr &&
+                         setting->field->cpp_type() ==
+                             google::protobuf::FieldDescriptor::CPPTYPE_BOOL;
+    if (is_bool) {
+      if (value.has_value()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, ": takes no value"));
+      }
+      value = "true";
+    } else if (!value.has_value()) {
       if (i + 1 >= args.size()) {
         return absl::InvalidArgumentError(
-            absl::StrCat("--", name, ": missing value"));
+            absl::StrCat(flag, ": missing value"));
       }
       value = args[++i];
     }
-    if (name == "config") {
-      config_path = value;
-    } else if (FlagSetters().count(name) != 0) {
-      sets.emplace_back(name, value);
+    if (setting == nullptr) {
+      config_path = *value;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", name, " (see --help)"));
+      sets.emplace_back(setting, *value);
     }
   }
   if (config_path.empty() && !default_config.empty() &&
@@ -188,60 +278,71 @@ absl::StatusOr<DaemonFlags> ParseDaemonFlags(
     config_path = default_config;
   }
   if (!config_path.empty()) {
-    bool pid1 = flags.config.pid1();
     ASSIGN_OR_RETURN(std::string json, ReadFile(config_path));
     ASSIGN_OR_RETURN(
         flags.config,
         ParseConfigJson(json, absl::StrCat("--config ", config_path)));
-    if (pid1) flags.config.set_pid1(true);
   }
-  for (const auto& [name, value] : sets) {
-    FlagSetters().at(name)(&flags.config, value);
+  for (const auto& [setting, value] : sets) {
+    RETURN_IF_ERROR(SetFromText(*setting->field, value, &flags.config));
   }
-  DaemonConfig& c = flags.config;
-  if (c.state_dir().empty()) c.set_state_dir(kDefaultStateDir);
-  if (c.socket().empty()) c.set_socket(kDefaultSocket);
-  if (c.log_level().empty()) c.set_log_level("info");
-  if (c.node_name().empty()) {
-    ASSIGN_OR_RETURN(std::string host, Hostname());
-    c.set_node_name(host);
-  }
-  RETURN_IF_ERROR(ValidateConfig(c));
+  RETURN_IF_ERROR(ApplyDefaults(&flags.config));
+  RETURN_IF_ERROR(ValidateConfig(flags.config));
   return flags;
 }
 
 std::string DaemonUsage() {
-  return R"(usage: myceld [flags]
-
-The mycel node agent. Serves the mycel gRPC API on a unix socket and,
-with TLS configured, on TCP with mutual TLS.
-
-flags (each also settable in the --config JSON file, as state_dir etc.):
-  --config FILE        read settings from a JSON file; flags override it
-  --state-dir DIR      state directory (default /var/lib/mycel)
-  --socket PATH        unix socket for local administration
-                       (default /run/mycel/mycel.sock)
-  --node-name NAME     this node's name (default: the hostname)
-  --listen HOST:PORT   serve the API on TCP; requires the three TLS files
-  --tls-cert FILE      PEM server certificate for --listen
-  --tls-key FILE       PEM private key for --tls-cert
-  --tls-ca FILE        PEM CA that client certificates must chain to
-  --log-level LEVEL    debug, info, warn or error (default info)
-  --pid1               act as PID 1 of a container even when the pid is not 1
-                       (PID 1 itself is detected; as PID 1 of a machine,
-                       myceld reads /etc/mycel/myceld.json when no --config
-                       is given)
-  --module-dir DIR     where PID 1 finds the .ko files of "modules"
-  --hostname NAME      hostname PID 1 sets (default: the node name)
-  --cgroup-subtree P   where cells live below each cgroup mount, e.g.
-                       mycel/node-b (default mycel); two myceld on one
-                       host need different ones
-  --cell-pool N        blank cells (cgroup and init) kept ready for each
-                       set of namespaces in recent use, 0..16 (default 1;
-                       0 turns the pool off)
-  --version            print the version and exit
-  -h, --help           print this help
-)";
+  constexpr size_t kWidth = 79;
+  struct Row {
+    std::string label, help;
+  };
+  std::vector<Row> flags = {
+      {"--config FILE",
+       absl::StrCat("read settings from a JSON file; flags override it (as "
+                    "PID 1 of a machine, myceld reads ",
+                    kPid1Config, " when no --config is given)")}};
+  std::vector<Row> file_only;
+  for (const DaemonSetting& s : DaemonSettings()) {
+    std::string help = s.options->help();
+    if (std::string d = DefaultText(s); !d.empty()) {
+      absl::StrAppend(
+          &help, absl::StartsWith(d, "the ") ? " (default: " : " (default ", d,
+          ")");
+    }
+    if (s.flag.empty()) {
+      file_only.push_back({s.field->name(), help});
+    } else if (s.options->value_name().empty()) {
+      flags.push_back({s.flag, help});
+    } else {
+      flags.push_back(
+          {absl::StrCat(s.flag, " ", s.options->value_name()), help});
+    }
+  }
+  flags.push_back({"--version", "print the version and exit"});
+  flags.push_back({"-h, --help", "print this help"});
+  size_t column = 0;
+  for (const auto* rows : {&flags, &file_only}) {
+    for (const Row& row : *rows) column = std::max(column, row.label.size());
+  }
+  column += 4;  // two spaces before the label, two after
+  auto lines = [&](const std::vector<Row>& rows) {
+    std::string out;
+    for (const Row& row : rows) {
+      std::string label = absl::StrCat("  ", row.label);
+      label.resize(column, ' ');
+      absl::StrAppend(&out, label, Wrap(row.help, column, kWidth - column),
+                      "\n");
+    }
+    return out;
+  };
+  return absl::StrCat(
+      "usage: myceld [flags]\n\n"
+      "The mycel node agent. Serves the mycel gRPC API on a unix socket and,\n"
+      "with TLS configured, on TCP with mutual TLS.\n\n"
+      "flags (each also settable in the --config JSON file, as state_dir "
+      "etc.):\n",
+      lines(flags), "\nsettings only the --config JSON file can give:\n",
+      lines(file_only));
 }
 
 }  // namespace mycel

@@ -1,4 +1,8 @@
 // Daemon configuration: defaults, then a JSON file (--config), then flags.
+//
+// The settings are the fields of DaemonConfig (proto/mycel/v1/config.proto)
+// and everything else about them (flag, help text, default) is read from
+// each field's `setting` option, so that a new setting is one field there.
 #ifndef MYCEL_DAEMON_CONFIG_H_
 #define MYCEL_DAEMON_CONFIG_H_
 
@@ -6,14 +10,33 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "google/protobuf/descriptor.h"
 #include "mycel/v1/config.pb.h"
+#include "mycel/v1/options.pb.h"
 
 namespace mycel {
 
-inline constexpr char kDefaultStateDir[] = "/var/lib/mycel";
-inline constexpr char kDefaultSocket[] = "/run/mycel/mycel.sock";
 inline constexpr char kPid1Config[] = "/etc/mycel/myceld.json";
+// The default of cgroup_subtree, for code that meets a config without
+// defaults applied. config_test checks that it is config.proto's.
 inline constexpr char kDefaultCgroupSubtree[] = "mycel";
+
+// One setting: a field of DaemonConfig and its `setting` option.
+struct DaemonSetting {
+  const google::protobuf::FieldDescriptor* field;
+  const mycel::v1::Setting* options;
+  // "--state-dir"; empty for a setting that only the --config file can
+  // give (a repeated field has no flag form).
+  std::string flag;
+};
+
+// Every field of DaemonConfig, in the order of config.proto.
+const std::vector<DaemonSetting>& DaemonSettings();
+
+// How a setting's default reads in --help and in the docs:
+// "/var/lib/mycel", "the hostname", "the node name"; empty when it has
+// none.
+std::string DefaultText(const DaemonSetting& setting);
 
 struct DaemonFlags {
   mycel::v1::DaemonConfig config;
@@ -21,16 +44,22 @@ struct DaemonFlags {
   bool version = false;
 };
 
-// Parses argv (without argv[0]). Accepts "--flag value" and "--flag=value".
-// A --config file is read first and the other flags override it, wherever
-// they appear. Unknown flags, missing values and bad JSON are
-// INVALID_ARGUMENT naming the flag or field. Defaults are filled in for
-// state_dir, socket, node_name and log_level. When no --config is given and
-// `default_config` names a readable file, that file is read (PID 1 uses
-// /etc/mycel/myceld.json this way).
+// Parses argv (without argv[0]). Accepts "--flag value" and "--flag=value";
+// a bool setting is a flag without a value (--pid1). A --config file is read
+// first and the other flags override it, wherever they appear. Unknown
+// flags, missing values and bad JSON are INVALID_ARGUMENT naming the flag or
+// field. Then the defaults are filled in (ApplyDefaults) and the result is
+// validated. When no --config is given and `default_config` names a
+// readable file, that file is read (PID 1 uses /etc/mycel/myceld.json this
+// way).
 absl::StatusOr<DaemonFlags> ParseDaemonFlags(
     const std::vector<std::string>& args,
     const std::string& default_config = "");
+
+// Fills in every unset field that has a default. The one place defaults
+// are applied: code that reads a DaemonConfig from ParseDaemonFlags finds
+// every default there.
+absl::Status ApplyDefaults(mycel::v1::DaemonConfig* config);
 
 // Parses the JSON form of DaemonConfig. Unknown fields are rejected.
 absl::StatusOr<mycel::v1::DaemonConfig> ParseConfigJson(
@@ -42,7 +71,7 @@ inline constexpr int kMaxCellPool = 16;
 // Checks values: log level, HOST:PORT syntax, TLS files given all together.
 absl::Status ValidateConfig(const mycel::v1::DaemonConfig& config);
 
-// The --help text.
+// The --help text, built from DaemonSettings().
 std::string DaemonUsage();
 
 }  // namespace mycel

@@ -10,11 +10,11 @@ mycel_test(cgroup_v2_test SRCS unit/runtime/cgroup/cgroup_v2_test.cc
   ${_cgroup_fake} DEPS mycel_cgroup mycel_testing)
 
 # integration: the same real-kernel test bodies for each driver. Each binary
-# skips (exit 77, with the reason) unless it runs as root on a host of its
+# is skipped (with the reason) unless it runs as root on a host of its
 # cgroup mode; the v2 one runs inside the QEMU guest's pure cgroup2.
 foreach(_mode v1 v2)
   mycel_test(cgroup_${_mode}_kernel_test
-    SRCS unit/runtime/cgroup/cgroup_kernel_test.cc
+    SRCS integration/runtime/cgroup/cgroup_kernel_test.cc
     DEPS mycel_cgroup
     LABELS integration TIMEOUT 180)
   target_compile_definitions(cgroup_${_mode}_kernel_test PRIVATE

@@ -2,7 +2,10 @@
 # Fails when any tracked C++ file differs from .clang-format (Google style).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cc' '*.h' 2>/dev/null || find . -name '*.cc' -o -name '*.h' -not -path './build*')
+# Without git (or as another user than the checkout's owner, whom git
+# refuses), every source file outside the build directories.
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cc' '*.h' 2>/dev/null ||
+  find . \( -name '*.cc' -o -name '*.h' \) -not -path './build*')
 [ ${#files[@]} -gt 0 ] || { echo "no C++ files found"; exit 1; }
 if ! clang-format --dry-run --Werror "${files[@]}"; then
   echo "clang-format: the files above need formatting (run: clang-format -i FILE)"

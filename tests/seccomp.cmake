@@ -16,16 +16,16 @@ mycel_test(capabilities_test
   DEPS mycel_seccomp)
 
 # integration: fork, load the filter / drop capabilities in the child, exec
-# real programs; needs root.
+# real programs; needs root (else skipped).
 mycel_test(seccomp_apply_test
   SRCS
-    unit/runtime/seccomp/seccomp_apply_test.cc
-    unit/runtime/seccomp/child_runner.cc
+    integration/runtime/seccomp/seccomp_apply_test.cc
+    integration/runtime/seccomp/child_runner.cc
   DEPS mycel_seccomp mycel_testing Threads::Threads
   LABELS integration)
 mycel_test(capabilities_apply_test
   SRCS
-    unit/runtime/seccomp/capabilities_apply_test.cc
-    unit/runtime/seccomp/child_runner.cc
+    integration/runtime/seccomp/capabilities_apply_test.cc
+    integration/runtime/seccomp/child_runner.cc
   DEPS mycel_seccomp
   LABELS integration)

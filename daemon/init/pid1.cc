@@ -96,16 +96,14 @@ absl::Status SetUpMachine(const mycel::v1::DaemonConfig& config,
                           std::vector<std::string>* warnings) {
   RETURN_IF_ERROR(MountAll("/", SystemMounts(), warnings));
 
-  std::string hostname =
-      config.hostname().empty() ? config.node_name() : config.hostname();
+  const std::string& hostname = config.hostname();
   if (!hostname.empty() && sethostname(hostname.data(), hostname.size()) != 0) {
     warnings->push_back(std::string(
         PosixError(absl::StrCat("sethostname ", hostname), errno).message()));
   }
 
   absl::StatusOr<std::string> cmdline = ReadFile("/proc/cmdline");
-  std::string module_dir =
-      config.module_dir().empty() ? "/lib/modules/mycel" : config.module_dir();
+  const std::string& module_dir = config.module_dir();
   for (const std::string& name : config.modules()) {
     std::string params =
         ModuleParamsFromCmdline(cmdline.ok() ? *cmdline : "", name);

@@ -33,6 +33,7 @@ InitRole DetectInitRole(bool forced);
 // configured interfaces, kernel modules, /etc/machine-id. Problems that
 // leave the system usable are appended to `warnings`; an error means the
 // system cannot work (for example /proc could not be mounted).
+// REQUIRES: `config` has its defaults (ParseDaemonFlags applies them).
 absl::Status SetUpMachine(const mycel::v1::DaemonConfig& config,
                           std::vector<std::string>* warnings);
 

@@ -14,19 +14,16 @@
 #include <vector>
 
 #include "tests/testing/process.h"
-
-// Every attack here needs root (cgroups, namespaces, mounts). Without it
-// the whole binary reports itself skipped to ctest (exit code 77), never
-// passed.
-#define ADVERSARIAL_NEEDS_ROOT()                                     \
-  do {                                                               \
-    if (geteuid() != 0) {                                            \
-      fprintf(stderr, "skipped: the adversarial tier needs root\n"); \
-      exit(77);                                                      \
-    }                                                                \
-  } while (0)
+#include "tests/testing/requires.h"
 
 namespace mycel::adversarial {
+
+// Every attack here needs root (cgroups, namespaces, mounts). Each binary
+// says MYCEL_TEST_REQUIRES(adversarial::NeedsRoot()), so that without root
+// it is reported skipped to ctest, never passed.
+inline std::string NeedsRoot() {
+  return testing::Root("the adversarial tier: cgroups, namespaces, mounts");
+}
 
 std::shared_ptr<grpc::Channel> Channel(const testing::DaemonProcess& d);
 

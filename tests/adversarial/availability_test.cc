@@ -29,11 +29,12 @@ using adversarial::Elapsed;
 using testing::DaemonProcess;
 using testing::TempDir;
 
+MYCEL_TEST_REQUIRES(adversarial::NeedsRoot());
+
 TEST_CASE("200 waiters hold no server thread; every other call answers") {
   // Defect 6: 15 `mycel wait` calls exhausted the synchronous server's 16
   // threads, and then shutdown, stop, cell ls and run all failed with
   // RESOURCE_EXHAUSTED.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());
@@ -113,7 +114,6 @@ TEST_CASE("the server accepts again once descriptors are free") {
   // Defect 7: with `ulimit -n 1024`, 1,100 connections, closed again, left
   // valid clients timing out for good ("Failed accept4: Too many open
   // files"); the same on the unix socket.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   // Soft and hard alike, so that the daemon cannot raise it.
@@ -150,7 +150,6 @@ TEST_CASE("the server accepts again once descriptors are free") {
 }
 
 TEST_CASE("the daemon raises its open-file limit; workloads keep theirs") {
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   d.set_wrapper({"/usr/bin/prlimit", "--nofile=1024:8192", "--"});
@@ -168,7 +167,6 @@ TEST_CASE("the daemon raises its open-file limit; workloads keep theirs") {
 
 TEST_CASE("TCP: floods are refused per source, then valid clients get in") {
   // Defect 7 on the TCP port: unauthenticated connections must be bounded.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   adversarial::Pki pki(dir.Sub("pki"));
   const int port = adversarial::FreePort();
@@ -203,7 +201,6 @@ TEST_CASE("TCP: floods are refused per source, then valid clients get in") {
 }
 
 TEST_CASE("a connection that never completes its handshake is dropped") {
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   adversarial::Pki pki(dir.Sub("pki"));
   const int port = adversarial::FreePort();
@@ -226,7 +223,6 @@ TEST_CASE("a connection that never completes its handshake is dropped") {
 TEST_CASE("no signal the daemon did not ask for ends it") {
   // Defect 8: with stderr on a pipe whose reader had gone, the next log
   // line killed the daemon (exit 141) mid-request; SIGUSR1 killed it too.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());

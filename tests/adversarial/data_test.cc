@@ -43,11 +43,12 @@ bool ProcessRunning(const std::string& pattern) {
   return CountProcesses(pattern) > 0;
 }
 
+MYCEL_TEST_REQUIRES(adversarial::NeedsRoot());
+
 TEST_CASE("on a full disk a start fails, and leaves nothing behind") {
   // Defect 9: with the state directory on a full 2 MB tmpfs, `mycel exec
   // f1 --name w2 -- echo hi` answered OK, the daemon logged "cannot record
   // executable status", and after a restart w2 did not exist.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   const std::string state = dir.Sub("state");
   REQUIRE(MakeDirs(state, 0700).ok());
@@ -102,7 +103,6 @@ TEST_CASE("on a full disk a start fails, and leaves nothing behind") {
 TEST_CASE("an empty mycel.db is refused, and the cells it forgot are kept") {
   // Defect 10: a 0-byte mycel.db was taken as a new, empty database, so 20
   // cells were forgotten and their cgroups left behind.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   std::string subtree;
   {
@@ -140,7 +140,6 @@ TEST_CASE("an empty mycel.db is refused, and the cells it forgot are kept") {
 TEST_CASE("throwaway cells of an interrupted mycel run go at the restart") {
   // Defect 11: 100 runs interrupted by kill -9 of the daemon left 15
   // run-* cells behind.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());
@@ -187,7 +186,6 @@ TEST_CASE("throwaway cells of an interrupted mycel run go at the restart") {
 TEST_CASE("bad input is INVALID_ARGUMENT naming the field, through gRPC") {
   // The smaller input checks of the hardening issue: each reached the
   // kernel (or was silently truncated) instead of naming the field.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());

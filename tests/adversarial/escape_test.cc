@@ -23,6 +23,8 @@ using testing::CommandResult;
 using testing::DaemonProcess;
 using testing::TempDir;
 
+MYCEL_TEST_REQUIRES(adversarial::NeedsRoot());
+
 // Cell flag sets that do not ask for writable system paths; each must
 // confine the kernel's knobs whatever else it lacks.
 const std::vector<std::vector<std::string>>& Combinations() {
@@ -50,21 +52,39 @@ std::string Describe(const std::vector<std::string>& flags) {
   return flags.empty() ? "(no flags)" : absl::StrJoin(flags, " ");
 }
 
+// The host's cgroup files as a cell would reach them: v1 has a hierarchy
+// per controller, v2 one tree.
+struct HostCgroups {
+  bool v1 = access("/sys/fs/cgroup/memory/cgroup.procs", F_OK) == 0;
+
+  std::string Root(const char* controller) const {
+    return v1 ? absl::StrCat("/sys/fs/cgroup/", controller) : "/sys/fs/cgroup";
+  }
+  std::string MemoryLimit(const std::string& subtree,
+                          const std::string& cell) const {
+    return absl::StrCat(Root("memory"), "/", subtree, "/", cell,
+                        v1 ? "/memory.limit_in_bytes" : "/memory.max");
+  }
+  std::string PidsLimit(const std::string& subtree,
+                        const std::string& cell) const {
+    return absl::StrCat(Root("pids"), "/", subtree, "/", cell, "/pids.max");
+  }
+};
+
 // A shell script that tries every write the issue found, and says which
 // ones worked. The cgroup paths are the host's: a cell sees them where it
 // shares the host's files.
 std::string EscapeScript(const std::string& subtree, const std::string& cell) {
-  const std::string mem = "/sys/fs/cgroup/memory";
-  const std::string pids = "/sys/fs/cgroup/pids";
+  const HostCgroups host;
   return absl::StrCat(
       // Leave the cell's cgroup for the hierarchy's root.
-      "echo $$ > ", mem, "/cgroup.procs 2>/dev/null && echo escaped-memory;",
-      "echo $$ > ", pids, "/cgroup.procs 2>/dev/null && echo escaped-pids;",
+      "echo $$ > ", host.Root("memory"),
+      "/cgroup.procs 2>/dev/null && echo escaped-memory;", "echo $$ > ",
+      host.Root("pids"), "/cgroup.procs 2>/dev/null && echo escaped-pids;",
       // Raise its own limits.
-      "echo 9999999999 > ", mem, "/", subtree, "/", cell,
-      "/memory.limit_in_bytes 2>/dev/null && echo raised-memory;",
-      "echo max > ", pids, "/", subtree, "/", cell,
-      "/pids.max 2>/dev/null && echo raised-pids;",
+      "echo 9999999999 > ", host.MemoryLimit(subtree, cell),
+      " 2>/dev/null && echo raised-memory;", "echo max > ",
+      host.PidsLimit(subtree, cell), " 2>/dev/null && echo raised-pids;",
       // A kernel setting, written back unchanged.
       "v=$(cat /proc/sys/vm/swappiness); echo $v > /proc/sys/vm/swappiness "
       "2>/dev/null && echo sysctl-written;",
@@ -82,11 +102,6 @@ TEST_CASE("no flag combination lets a cell leave its cgroup or write knobs") {
   // > /sys/fs/cgroup/memory/cgroup.procs` moved the workload to the root
   // cgroup, and it raised its memory and pids limits (64M to 9.3 GB, 50
   // to 100000).
-  ADVERSARIAL_NEEDS_ROOT();
-  if (access("/sys/fs/cgroup/memory/cgroup.procs", F_OK) != 0) {
-    MESSAGE("the cgroup v2 form of this test runs in the e2e tier's guest");
-    return;
-  }
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());
@@ -114,14 +129,13 @@ TEST_CASE("no flag combination lets a cell leave its cgroup or write knobs") {
   REQUIRE(d.Cli({"cell", "create", "priv", "--memory-max", "32M",
                  "--writable-system-paths"})
               .exit_code == 0);
-  CommandResult r =
-      d.Cli({"exec", "priv", "--name", "w", "--", "sh", "-c",
-             absl::StrCat("echo 67108864 > /sys/fs/cgroup/memory/",
-                          d.cgroup_subtree(), "/priv/memory.limit_in_bytes")});
+  const std::string limit =
+      HostCgroups().MemoryLimit(d.cgroup_subtree(), "priv");
+  CommandResult r = d.Cli({"exec", "priv", "--name", "w", "--", "sh", "-c",
+                           absl::StrCat("echo 67108864 > ", limit)});
   REQUIRE(r.exit_code == 0);
   CHECK(d.Cli({"wait", "priv/w"}).exit_code == 0);
-  CHECK(*ReadFile(absl::StrCat("/sys/fs/cgroup/memory/", d.cgroup_subtree(),
-                               "/priv/memory.limit_in_bytes")) == "67108864\n");
+  CHECK(*ReadFile(limit) == "67108864\n");
   // And it says it is not a security boundary.
   CommandResult get = d.Cli({"cell", "get", "priv"});
   CHECK(get.out.find("not a boundary") != std::string::npos);
@@ -132,7 +146,6 @@ TEST_CASE("a uid or gid of -1 never keeps the daemon's ids") {
   // Defect 1: `mycel run --isolate user -u 4294967295` read /etc/shadow
   // and created a root-owned file; `mycel run -u 4294967295 -- id` printed
   // uid=0.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());
@@ -164,7 +177,6 @@ TEST_CASE("the admin socket is hidden from cells, and refuses them anyway") {
   // Defect 3: from a cell with pid,mount,uts,ipc,net, `mycel --socket SOCK
   // run --seccomp none --cap CAP_SYS_ADMIN -- cat /proc/1/comm` printed the
   // host's PID 1 from a nested, privileged cell.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());
@@ -210,7 +222,6 @@ TEST_CASE("a cell sharing the host's pids cannot signal PID 1 or myceld") {
   // Defect 5: a cell without a pid namespace could SIGSTOP the host's
   // processes and `kill -0` myceld and PID 1; docs/security.md claimed it
   // could see but not signal them.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());
@@ -251,7 +262,6 @@ TEST_CASE("a cell sharing the host's pids cannot signal PID 1 or myceld") {
 TEST_CASE("the state directory and database are the daemon's alone") {
   // Defect 4: a pre-existing 0755 state directory was not tightened, and
   // mycel.db was 0644, so any user could read executables' environments.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   const std::string state = dir.Sub("state");
   REQUIRE(MakeDirs(state, 0755).ok());
@@ -292,7 +302,6 @@ TEST_CASE("the state directory and database are the daemon's alone") {
 }
 
 TEST_CASE("cell get says whether a cell is a security boundary, and why") {
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());

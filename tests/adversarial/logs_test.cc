@@ -25,6 +25,8 @@ using adversarial::Deadline;
 using testing::DaemonProcess;
 using testing::TempDir;
 
+MYCEL_TEST_REQUIRES(adversarial::NeedsRoot());
+
 constexpr int64_t kCap = 8 << 20;  // the default log cap
 
 // A process's peak resident memory (VmHWM), in kB.
@@ -55,7 +57,6 @@ int64_t FileSize(const std::string& path) {
 TEST_CASE("a log larger than one gRPC message is read whole, in chunks") {
   // Defect 12: a log over 4 MiB failed with "Received message larger than
   // max" although the cap is 8 MiB.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());
@@ -73,7 +74,6 @@ TEST_CASE("a log larger than one gRPC message is read whole, in chunks") {
 TEST_CASE("readers of a large log do not grow the daemon's memory") {
   // Defect 13: each Logs call held about three times the file in memory
   // (601 MB peak for a 200 MB log; 5 readers took the daemon to 2.9 GB).
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());
@@ -105,7 +105,6 @@ TEST_CASE("readers of a large log do not grow the daemon's memory") {
 TEST_CASE("the cap holds whatever the writer's speed") {
   // Defect 14: copy-and-truncate every 2 s let a writer put 200 MB into
   // out.log.1 in under half a second.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());
@@ -140,7 +139,6 @@ TEST_CASE("the cap holds whatever the writer's speed") {
 TEST_CASE("logs -f sees every line that was kept, in order, across rotations") {
   // Defect 15: `logs -f` lost about 1 MB (10,000 lines) at each rotation in
   // 3 of 3 runs of a writer emitting 1 MB every 0.1 s.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());
@@ -173,7 +171,6 @@ TEST_CASE("logs -f sees every line that was kept, in order, across rotations") {
 
 TEST_CASE("200 followers hold no server thread either") {
   // Defect 6, for `logs -f`.
-  ADVERSARIAL_NEEDS_ROOT();
   TempDir dir;
   DaemonProcess d(dir.path());
   REQUIRE(d.Start());

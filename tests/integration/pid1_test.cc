@@ -16,12 +16,15 @@
 #include "mycel/v1/node.pb.h"
 #include "runtime/fs.h"
 #include "tests/testing/process.h"
+#include "tests/testing/requires.h"
 
 namespace mycel {
 namespace {
 
 using testing::DaemonProcess;
 using testing::TempDir;
+
+MYCEL_TEST_REQUIRES(testing::Root("pid namespaces"));
 
 // The host pid of the single child of `parent` (myceld under unshare).
 pid_t ChildOf(pid_t parent) {
@@ -62,10 +65,6 @@ struct Pid1Node {
 
 TEST_CASE(
     "as PID 1 of a pid namespace: orphans reaped, statuses kept, SIGTERM") {
-  if (geteuid() != 0) {
-    MESSAGE("skipped: pid namespaces need root");
-    return;
-  }
   Pid1Node n;
   REQUIRE(n.d.Start());
   pid_t myceld = ChildOf(n.d.pid());
@@ -133,10 +132,6 @@ TEST_CASE(
 }
 
 TEST_CASE("as PID 1, a startup error is a safe mode that keeps serving") {
-  if (geteuid() != 0) {
-    MESSAGE("skipped: pid namespaces need root");
-    return;
-  }
   Pid1Node n;
   REQUIRE(MakeDirs(n.dir.path() + "/state", 0700).ok());
   REQUIRE(

@@ -2,11 +2,76 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "runtime/fs.h"
+#include "runtime/host_info.h"
 #include "tests/testing/process.h"
 
 namespace mycel {
 namespace {
+
+using google::protobuf::FieldDescriptor;
+
+// A scalar field's value as a flag would write it.
+std::string Text(const mycel::v1::DaemonConfig& c, const FieldDescriptor* f) {
+  const google::protobuf::Reflection* r = c.GetReflection();
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_STRING:
+      return r->GetString(c, f);
+    case FieldDescriptor::CPPTYPE_INT32:
+      return absl::StrCat(r->GetInt32(c, f));
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return r->GetBool(c, f) ? "true" : "false";
+    default:
+      FAIL("no text form for ", f->name());
+      return "";
+  }
+}
+
+// The default column of the docs' tables: `literal`, "the hostname", or
+// "off" (a bool) / "none".
+std::string DocDefault(const DaemonSetting& s) {
+  std::string text = DefaultText(s);
+  if (!s.options->default_value().empty()) return absl::StrCat("`", text, "`");
+  if (!text.empty()) return text;
+  return s.field->cpp_type() == FieldDescriptor::CPPTYPE_BOOL ? "off" : "none";
+}
+
+// The cells of every markdown table row in `doc` (after `after`, before the
+// next "## " heading) whose first cell is `code`, keyed by that cell.
+std::map<std::string, std::vector<std::string>> TableRows(
+    const std::string& doc, const std::string& after) {
+  std::map<std::string, std::vector<std::string>> rows;
+  size_t start = doc.find(after);
+  REQUIRE(start != std::string::npos);
+  size_t end = doc.find("\n## ", start + after.size());
+  absl::string_view section(doc.data() + start,
+                            std::min(end, doc.size()) - start);
+  for (absl::string_view line : absl::StrSplit(section, '\n')) {
+    if (!absl::ConsumePrefix(&line, "| `")) continue;
+    std::vector<std::string> cells;
+    for (absl::string_view cell : absl::StrSplit(line, " | ")) {
+      cells.emplace_back(absl::StripAsciiWhitespace(cell));
+    }
+    cells[0] = absl::StrCat("`", cells[0]);
+    rows[cells[0]] = cells;
+  }
+  return rows;
+}
+
+std::string SourceFile(const std::string& path) {
+  absl::StatusOr<std::string> text =
+      ReadFile(absl::StrCat(MYCEL_SOURCE_DIR, "/", path));
+  REQUIRE_MESSAGE(text.ok(), text.status().ToString());
+  return *text;
+}
 
 TEST_CASE("defaults fill in state dir, socket, level and node name") {
   auto f = ParseDaemonFlags({});
@@ -98,6 +163,154 @@ TEST_CASE("an unknown field or bad JSON in the config file is named") {
   CHECK(
       ParseDaemonFlags({"--config", dir.Sub("absent.json")}).status().code() ==
       absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("every setting has help, and a flag or a place in the file only") {
+  REQUIRE(DaemonSettings().size() ==
+          static_cast<size_t>(
+              mycel::v1::DaemonConfig::descriptor()->field_count()));
+  for (const DaemonSetting& s : DaemonSettings()) {
+    CAPTURE(s.field->name());
+    CHECK_FALSE(s.options->help().empty());
+    if (s.field->is_repeated()) {
+      CHECK(s.flag.empty());
+      continue;
+    }
+    std::string dashed(s.field->name());
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    CHECK(s.flag == "--" + dashed);
+    // The parser knows the flag and can set the field from text.
+    bool is_bool = s.field->cpp_type() == FieldDescriptor::CPPTYPE_BOOL;
+    CHECK(s.options->value_name().empty() == is_bool);
+    auto parsed = ParseDaemonFlags({is_bool ? s.flag : s.flag + "=7"});
+    CHECK(parsed.status().message().find("unknown flag") ==
+          absl::string_view::npos);
+    CHECK(parsed.status().code() != absl::StatusCode::kInternal);
+  }
+  // A file-only setting is no flag.
+  CHECK(ParseDaemonFlags({"--modules", "x"}).status().message() ==
+        "unknown flag --modules (see --help)");
+  CHECK(ParseDaemonFlags({"--pid1=true"}).status().message() ==
+        "--pid1: takes no value");
+  auto pid1 = ParseDaemonFlags({"--pid1"});
+  REQUIRE(pid1.ok());
+  CHECK(pid1->config.pid1());
+}
+
+TEST_CASE("every default is applied, once, where the proto says") {
+  auto f = ParseDaemonFlags({});
+  REQUIRE(f.ok());
+  const mycel::v1::DaemonConfig& c = f->config;
+  const google::protobuf::Reflection* r = c.GetReflection();
+  for (const DaemonSetting& s : DaemonSettings()) {
+    CAPTURE(s.field->name());
+    const mycel::v1::Setting& o = *s.options;
+    CHECK(int(!o.default_value().empty()) + int(!o.default_field().empty()) +
+              int(o.default_hostname()) <=
+          1);
+    if (!o.default_value().empty()) {
+      CHECK(Text(c, s.field) == o.default_value());
+      // Without presence a number's 0 would read as unset and give way to
+      // the default: --cell-pool 0 could not be asked for.
+      CHECK((s.field->cpp_type() == FieldDescriptor::CPPTYPE_STRING ||
+             s.field->has_presence()));
+    } else if (!o.default_field().empty()) {
+      const FieldDescriptor* from =
+          c.GetDescriptor()->FindFieldByName(o.default_field());
+      REQUIRE(from != nullptr);
+      CHECK(Text(c, s.field) == Text(c, from));
+    } else if (o.default_hostname()) {
+      CHECK(Text(c, s.field) == Hostname().value());
+    } else if (s.field->is_repeated()) {
+      CHECK(r->FieldSize(c, s.field) == 0);
+    } else {
+      CHECK_FALSE(r->HasField(c, s.field));
+    }
+  }
+  CHECK(c.hostname() == c.node_name());
+  CHECK(c.cgroup_subtree() == kDefaultCgroupSubtree);
+  // Applying them again changes nothing; a value given is kept.
+  mycel::v1::DaemonConfig again = c;
+  REQUIRE(ApplyDefaults(&again).ok());
+  CHECK(again.SerializeAsString() == c.SerializeAsString());
+  auto given = ParseDaemonFlags({"--node-name", "n1", "--module-dir", "/m",
+                                 "--hostname", "h1", "--cell-pool", "0"});
+  REQUIRE(given.ok());
+  CHECK(given->config.module_dir() == "/m");
+  CHECK(given->config.hostname() == "h1");
+  CHECK(given->config.cell_pool() == 0);
+  auto follows = ParseDaemonFlags({"--node-name", "n1"});
+  REQUIRE(follows.ok());
+  CHECK(follows->config.hostname() == "n1");
+}
+
+TEST_CASE("--help lists every flag with its default, and the file-only ones") {
+  const std::string usage = DaemonUsage();
+  for (const DaemonSetting& s : DaemonSettings()) {
+    CAPTURE(s.field->name());
+    std::string label =
+        s.flag.empty()
+            ? std::string(s.field->name())
+            : absl::StrCat(s.flag, s.options->value_name().empty() ? "" : " ",
+                           s.options->value_name());
+    CHECK(usage.find("\n  " + label + " ") != std::string::npos);
+    if (!DefaultText(s).empty()) {
+      CHECK(usage.find(DefaultText(s) + ")") != std::string::npos);
+    }
+  }
+  for (const char* flag : {"--config FILE", "--version", "-h, --help"}) {
+    CHECK(usage.find(absl::StrCat("\n  ", flag, " ")) != std::string::npos);
+  }
+  CHECK(usage.find(kPid1Config) != std::string::npos);
+  CHECK(usage.find(absl::StrCat("0..", kMaxCellPool)) != std::string::npos);
+  for (absl::string_view line : absl::StrSplit(usage, '\n')) {
+    CHECK_MESSAGE(line.size() <= 79, line);
+  }
+}
+
+TEST_CASE("README.md's flag table lists every setting and its default") {
+  const std::string readme = SourceFile("README.md");
+  auto rows = TableRows(readme, "\n## myceld\n");
+  size_t synopsis = readme.find("\nmyceld [");
+  REQUIRE(synopsis != std::string::npos);
+  const std::string usage_line =
+      readme.substr(synopsis, readme.find("```", synopsis) - synopsis);
+  std::set<std::string> known = {"`--config`"};
+  for (const DaemonSetting& s : DaemonSettings()) {
+    CAPTURE(s.field->name());
+    std::string key = absl::StrCat(
+        "`", s.flag.empty() ? std::string(s.field->name()) : s.flag, "`");
+    known.insert(key);
+    REQUIRE(rows.count(key) == 1);
+    CHECK(rows[key][1] == DocDefault(s));
+    if (s.flag.empty()) {
+      CHECK(rows[key][2].find("only in the `--config` file") == 0);
+    } else {
+      CHECK((absl::StrContains(usage_line, s.flag + " ") ||
+             absl::StrContains(usage_line, s.flag + "]")));
+    }
+  }
+  for (const auto& row : rows) {
+    CHECK_MESSAGE(known.count(row.first) == 1, row.first);
+  }
+}
+
+TEST_CASE("docs/api.md's configuration schema lists every field") {
+  auto rows =
+      TableRows(SourceFile("docs/api.md"), "\n## Configuration schema\n");
+  std::set<std::string> known;
+  for (const DaemonSetting& s : DaemonSettings()) {
+    CAPTURE(s.field->name());
+    std::string key = absl::StrCat("`", s.field->name(), "`");
+    known.insert(key);
+    REQUIRE(rows.count(key) == 1);
+    CHECK(rows[key][1] ==
+          (s.flag.empty() ? "file only" : absl::StrCat("`", s.flag, "`")));
+    CHECK(rows[key][2] == DocDefault(s));
+  }
+  for (const auto& row : rows) {
+    CHECK_MESSAGE(known.count(row.first) == 1, row.first);
+  }
 }
 
 }  // namespace

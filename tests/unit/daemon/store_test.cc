@@ -1,7 +1,6 @@
 #include "daemon/store/store.h"
 
 #include <doctest/doctest.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -237,22 +236,6 @@ TEST_CASE("a database with a damaged page fails its integrity check") {
   auto s = Store::Open(path, {.migrations = kOne, .tables = kTables});
   REQUIRE_FALSE(s.ok());
   CHECK(s.status().code() == absl::StatusCode::kDataLoss);
-}
-
-TEST_CASE("a read-only state directory gives a clear error") {
-  if (geteuid() != 0) {
-    MESSAGE("skipped: mounting a read-only tmpfs needs root");
-    return;
-  }
-  testing::TempDir dir;
-  std::string ro = dir.Sub("ro");
-  REQUIRE(MakeDirs(ro, 0755).ok());
-  REQUIRE(mount("tmpfs", ro.c_str(), "tmpfs", MS_RDONLY, nullptr) == 0);
-  auto s = Store::Open(ro + "/mycel.db");
-  umount(ro.c_str());
-  REQUIRE_FALSE(s.ok());
-  CHECK(s.status().code() == absl::StatusCode::kPermissionDenied);
-  CHECK(s.status().message().find(ro + "/mycel.db") != absl::string_view::npos);
 }
 
 TEST_CASE("meta values round-trip and a missing key is NOT_FOUND") {

@@ -23,7 +23,7 @@
 #include "runtime/spawn/internal/clone_vm.h"
 #include "runtime/syscalls.h"
 #include "tests/testing/process.h"
-#include "tests/unit/runtime/spawn/spawn_test_util.h"
+#include "tests/testing/spawn_test_util.h"
 
 namespace mycel {
 namespace {

@@ -1,8 +1,8 @@
 // Runs test code in a forked child, where a seccomp filter or a capability
 // drop can be applied without touching the test process, and collects what
 // the child wrote and how it ended.
-#ifndef MYCEL_TESTS_UNIT_RUNTIME_SECCOMP_CHILD_RUNNER_H_
-#define MYCEL_TESTS_UNIT_RUNTIME_SECCOMP_CHILD_RUNNER_H_
+#ifndef MYCEL_TESTS_INTEGRATION_RUNTIME_SECCOMP_CHILD_RUNNER_H_
+#define MYCEL_TESTS_INTEGRATION_RUNTIME_SECCOMP_CHILD_RUNNER_H_
 
 #include <functional>
 #include <initializer_list>
@@ -38,4 +38,4 @@ std::map<std::string, std::string> ParseReport(const std::string& out);
 
 }  // namespace mycel::testing
 
-#endif  // MYCEL_TESTS_UNIT_RUNTIME_SECCOMP_CHILD_RUNNER_H_
+#endif  // MYCEL_TESTS_INTEGRATION_RUNTIME_SECCOMP_CHILD_RUNNER_H_

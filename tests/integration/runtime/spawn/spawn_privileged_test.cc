@@ -1,19 +1,14 @@
-// Spawn with privileges: credentials, namespaces, rootfs, cgroups and the
-// cell init. Runs as root; each test skips with the reason when the host
-// cannot do what it needs.
+// Spawn with privileges: credentials, namespaces, rootfs and the cell init.
+// Needs root (else the binary is skipped). Joining cgroups is
+// spawn_cgroup_v1_test.cc and spawn_cgroup_v2_test.cc, each skipped on
+// hosts without that hierarchy.
 #include <doctest/doctest.h>
 #include <fcntl.h>
-#include <linux/filter.h>
-#include <linux/magic.h>
 #include <linux/nsfs.h>
-#include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,7 +30,8 @@
 #include "runtime/spawn/cell_init.h"
 #include "runtime/spawn/spawn.h"
 #include "tests/testing/process.h"
-#include "tests/unit/runtime/spawn/spawn_test_util.h"
+#include "tests/testing/requires.h"
+#include "tests/testing/spawn_test_util.h"
 
 namespace mycel {
 namespace {
@@ -47,15 +43,15 @@ using spawn_test::UnreapedChildren;
 constexpr int kCellNamespaces =
     CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC;
 
-// Every test here needs root (namespaces, cgroups, credentials). Without it
-// the whole binary reports itself skipped to ctest (exit 77), saying why.
-const bool kRunningAsRoot = [] {
-  if (geteuid() != 0) {
-    fprintf(stderr, "spawn_privileged_test: skipped: needs root\n");
-    std::exit(77);
-  }
-  return true;
-}();
+MYCEL_TEST_REQUIRES(testing::Root("namespaces, cgroups, credentials"));
+
+// The static busybox these tests put in a rootfs or a network namespace
+// comes with packaging/install-deps.sh; without it they fail, saying so.
+void RequireBusybox() {
+  REQUIRE_MESSAGE(access("/bin/busybox", X_OK) == 0,
+                  "/bin/busybox is missing: install busybox-static "
+                  "(packaging/install-deps.sh)");
+}
 
 // Polls `done` for up to `timeout`.
 template <typename F>
@@ -417,10 +413,7 @@ TEST_CASE("errors in a child of a joined pid namespace name the step") {
 }
 
 TEST_CASE("a new network namespace has only lo, up when asked") {
-  if (access("/bin/busybox", X_OK) != 0) {
-    MESSAGE("skipped: /bin/busybox (busybox-static) is not installed");
-    return;
-  }
+  RequireBusybox();
   SpawnRequest request = ShellRequest(
       "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; "
       "/bin/busybox ip -o link show lo");
@@ -457,10 +450,7 @@ std::string MakeBusyboxRoot(const testing::TempDir& dir) {
 }
 
 TEST_CASE("rootfs: pivot into it, read-only when asked") {
-  if (access("/bin/busybox", X_OK) != 0) {
-    MESSAGE("skipped: /bin/busybox (busybox-static) is not installed");
-    return;
-  }
+  RequireBusybox();
   testing::TempDir dir;
   const std::string root = MakeBusyboxRoot(dir);
   const std::string mounts_before = ReadOr("/proc/self/mountinfo");
@@ -577,125 +567,6 @@ TEST_CASE("user namespace: root inside, the mapped uid outside") {
   CHECK(absl::StartsWith(bad.status().message(), "write /proc/"));
   CHECK(absl::StrContains(bad.status().message(), "/uid_map: "));
   CHECK(UnreapedChildren().empty());
-}
-
-// A cgroup made by hand for a test, removed afterwards.
-class TestCgroup final {
- public:
-  explicit TestCgroup(std::string path) : path_(std::move(path)) {
-    ok_ = mkdir(path_.c_str(), 0755) == 0;
-  }
-  ~TestCgroup() {
-    if (ok_) rmdir(path_.c_str());
-  }
-  bool ok() const { return ok_; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  bool ok_ = false;
-};
-
-TEST_CASE("cgroup v1: the child joins through cgroup.procs fds") {
-  struct statfs fs;
-  if (statfs("/sys/fs/cgroup/pids", &fs) != 0 ||
-      fs.f_type != CGROUP_SUPER_MAGIC) {
-    MESSAGE("skipped: no cgroup v1 pids hierarchy at /sys/fs/cgroup/pids");
-    return;
-  }
-  const std::string name = absl::StrCat("mycel-spawn-test-", getpid());
-  TestCgroup cgroup(absl::StrCat("/sys/fs/cgroup/pids/", name));
-  REQUIRE(cgroup.ok());
-  UniqueFd procs(
-      open((cgroup.path() + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
-  REQUIRE(procs.valid());
-
-  SpawnRequest request = ShellRequest("grep ':pids:' /proc/self/cgroup");
-  request.cgroup_procs_fds = {procs.get()};
-  auto joined = SpawnAndWait(request);
-  REQUIRE(joined.ok());
-  CHECK(absl::EndsWith(joined->out, absl::StrCat(":pids:/", name, "\n")));
-
-  // A cgroup namespace is unshared after the join: rooted at the cell.
-  request.new_namespaces = CLONE_NEWCGROUP;
-  auto rooted = SpawnAndWait(request);
-  REQUIRE(rooted.ok());
-  CHECK(absl::EndsWith(rooted->out, ":pids:/\n"));
-
-  // A procs fd that cannot take the write.
-  UniqueFd readonly(
-      open((cgroup.path() + "/cgroup.procs").c_str(), O_RDONLY | O_CLOEXEC));
-  request.cgroup_procs_fds = {readonly.get()};
-  auto bad = Spawn(request);
-  REQUIRE_FALSE(bad.ok());
-  CHECK(absl::StartsWith(bad.status().message(), "write cgroup.procs: "));
-}
-
-TEST_CASE("cgroup v2: the child is born in the cgroup (CLONE_INTO_CGROUP)") {
-  std::string base;
-  for (const char* candidate : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
-    struct statfs fs;
-    if (statfs(candidate, &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC) {
-      base = candidate;
-      break;
-    }
-  }
-  if (base.empty()) {
-    MESSAGE("skipped: no cgroup2 hierarchy mounted");
-    return;
-  }
-  const std::string name = absl::StrCat("mycel-spawn-test-", getpid());
-  TestCgroup cgroup(absl::StrCat(base, "/", name));
-  REQUIRE(cgroup.ok());
-  UniqueFd dir(open(cgroup.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  REQUIRE(dir.valid());
-  SpawnRequest request = ShellRequest("grep '^0::' /proc/self/cgroup");
-  request.cgroup_dir_fd = dir.get();
-  auto born = SpawnAndWait(request);
-  REQUIRE(born.ok());
-  // The pid is the cgroup's own, so it is in no ancestor's relative path.
-  CHECK(absl::EndsWith(born->out, absl::StrCat("/", name, "\n")));
-
-  // Where clone3 is hidden (Docker's default seccomp profile answers
-  // ENOSYS), Spawn falls back to clone(2) and the child joins the cgroup
-  // by writing its cgroup.procs: it ends up there all the same, and a
-  // cgroup fd that is not one fails at that open instead of in clone3.
-  // In a child process, so that the filter stays there.
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    struct sock_filter hide_clone3[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = {4, hide_clone3};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
-      _exit(10);
-    }
-    if (syscall(__NR_clone3, nullptr, 0) != -1 || errno != ENOSYS) _exit(11);
-    auto joined = SpawnAndWait(request);
-    if (!joined.ok()) _exit(12);
-    if (!absl::EndsWith(joined->out, absl::StrCat("/", name, "\n"))) {
-      _exit(13);
-    }
-    UniqueFd not_a_cgroup(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    request.cgroup_dir_fd = not_a_cgroup.get();
-    auto bad = Spawn(request);
-    if (bad.ok() || !absl::StartsWith(bad.status().message(),
-                                      absl::StrCat("open cgroup.procs of "
-                                                   "cgroup fd ",
-                                                   not_a_cgroup.get(), ": "))) {
-      _exit(14);
-    }
-    _exit(0);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("hostname in a new UTS namespace leaves the host's alone") {

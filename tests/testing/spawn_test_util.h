@@ -1,8 +1,10 @@
-// Helpers shared by the spawn tests: capture a child's output in memfds.
-#ifndef MYCEL_TESTS_UNIT_RUNTIME_SPAWN_SPAWN_TEST_UTIL_H_
-#define MYCEL_TESTS_UNIT_RUNTIME_SPAWN_SPAWN_TEST_UTIL_H_
+// Helpers shared by the spawn tests: capture a child's output in memfds,
+// make a cgroup by hand.
+#ifndef MYCEL_TESTS_TESTING_SPAWN_TEST_UTIL_H_
+#define MYCEL_TESTS_TESTING_SPAWN_TEST_UTIL_H_
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -61,6 +63,23 @@ inline SpawnRequest ShellRequest(const std::string& script) {
   return request;
 }
 
+// A cgroup made by hand for a test, removed afterwards.
+class TestCgroup final {
+ public:
+  explicit TestCgroup(std::string path) : path_(std::move(path)) {
+    ok_ = mkdir(path_.c_str(), 0755) == 0;
+  }
+  ~TestCgroup() {
+    if (ok_) rmdir(path_.c_str());
+  }
+  bool ok() const { return ok_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool ok_ = false;
+};
+
 // The pids of the calling thread's children that have not been reaped.
 inline std::string UnreapedChildren() {
   absl::StatusOr<std::string> children =
@@ -70,4 +89,4 @@ inline std::string UnreapedChildren() {
 
 }  // namespace mycel::spawn_test
 
-#endif  // MYCEL_TESTS_UNIT_RUNTIME_SPAWN_SPAWN_TEST_UTIL_H_
+#endif  // MYCEL_TESTS_TESTING_SPAWN_TEST_UTIL_H_

@@ -1,4 +1,4 @@
-#include "tests/unit/runtime/seccomp/child_runner.h"
+#include "tests/integration/runtime/seccomp/child_runner.h"
 
 #include <errno.h>
 #include <fcntl.h>

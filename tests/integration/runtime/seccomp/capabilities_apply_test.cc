@@ -1,6 +1,7 @@
 // Integration tests for capability sets: a forked child applies a set with
 // ApplyCapabilitiesInChild and execs real programs, whose /proc/self/status
-// and behaviour show what the kernel granted. Needs root.
+// and behaviour show what the kernel granted. Needs root (else the binary
+// is skipped).
 #include <doctest/doctest.h>
 #include <linux/capability.h>
 #include <sched.h>
@@ -17,7 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/seccomp/capabilities.h"
 #include "runtime/seccomp/seccomp_profile.h"
-#include "tests/unit/runtime/seccomp/child_runner.h"
+#include "tests/integration/runtime/seccomp/child_runner.h"
+#include "tests/testing/requires.h"
 
 namespace mycel {
 namespace {
@@ -30,11 +32,9 @@ using testing::RunInChild;
 constexpr int kApplyFailed = 100;
 constexpr int kSetupFailed = 99;
 
-bool SkipUnlessRoot() {
-  if (geteuid() == 0) return false;
-  MESSAGE("skipped: needs root (a non-root process cannot shape its sets)");
-  return true;
-}
+MYCEL_TEST_REQUIRES(
+    testing::Root("a non-root process cannot shape its capability sets"));
+MYCEL_TEST_REQUIRES(testing::CanUnshare(CLONE_NEWNET));
 
 PreparedCapabilities Prepare(CapabilitySet set) {
   auto prepared = PrepareCapabilities(set);
@@ -87,7 +87,6 @@ CapSets SetsAfterExec(CapabilitySet set) {
 }
 
 TEST_CASE("root execs with exactly the default set") {
-  if (SkipUnlessRoot()) return;
   CapSets sets = SetsAfterExec(DefaultCapabilities());
   uint64_t want = DefaultCapabilities().bits;
   CHECK(sets.eff == want);
@@ -102,7 +101,6 @@ TEST_CASE("root execs with exactly the default set") {
 }
 
 TEST_CASE("a set parsed from CAP_NET_ADMIN is exactly that") {
-  if (SkipUnlessRoot()) return;
   auto set = ParseCapabilities({"CAP_NET_ADMIN"});
   REQUIRE(set.ok());
   CapSets sets = SetsAfterExec(*set);
@@ -114,7 +112,6 @@ TEST_CASE("a set parsed from CAP_NET_ADMIN is exactly that") {
 }
 
 TEST_CASE("a non-root uid keeps exactly its set across exec (ambient)") {
-  if (SkipUnlessRoot()) return;
   auto set = ParseCapabilities({"NET_BIND_SERVICE"});
   REQUIRE(set.ok());
   PreparedCapabilities caps = Prepare(*set);
@@ -141,7 +138,6 @@ TEST_CASE("a non-root uid keeps exactly its set across exec (ambient)") {
 }
 
 TEST_CASE("a non-root uid without PR_SET_KEEPCAPS gets EPERM") {
-  if (SkipUnlessRoot()) return;
   PreparedCapabilities caps = Prepare(DefaultCapabilities());
   ChildResult r = RunInChild([&] {
     if (syscall(SYS_setresuid, 65534, 65534, 65534) != 0) return kSetupFailed;
@@ -151,7 +147,6 @@ TEST_CASE("a non-root uid without PR_SET_KEEPCAPS gets EPERM") {
 }
 
 TEST_CASE("an empty set leaves root with nothing") {
-  if (SkipUnlessRoot()) return;
   CapSets sets = SetsAfterExec(CapabilitySet{});
   CHECK(sets.eff == 0);
   CHECK(sets.prm == 0);
@@ -172,16 +167,11 @@ ChildResult LinkUpWith(CapabilitySet set) {
 
 TEST_CASE(
     "without CAP_NET_ADMIN a link cannot be configured; with it, it can") {
-  if (SkipUnlessRoot()) return;
-  if (access("/sbin/ip", X_OK) != 0) {
-    MESSAGE("skipped: /sbin/ip (iproute2) is not installed");
-    return;
-  }
+  REQUIRE_MESSAGE(access("/sbin/ip", X_OK) == 0,
+                  "/sbin/ip is missing: install iproute2 "
+                  "(packaging/install-deps.sh)");
   ChildResult denied = LinkUpWith(DefaultCapabilities());
-  if (denied.exit_code == kSetupFailed) {
-    MESSAGE("skipped: unshare(CLONE_NEWNET) is not allowed here");
-    return;
-  }
+  REQUIRE(denied.exit_code != kSetupFailed);
   CHECK(denied.exit_code != 0);
   CHECK_MESSAGE(absl::StrContains(denied.out, "Operation not permitted"),
                 denied.out);
@@ -193,7 +183,6 @@ TEST_CASE(
 }
 
 TEST_CASE("capabilities first, then seccomp, then exec (the spawn order)") {
-  if (SkipUnlessRoot()) return;
   PreparedCapabilities caps = Prepare(DefaultCapabilities());
   for (auto kind :
        {SeccompProfileKind::kDefault, SeccompProfileKind::kStrict}) {
@@ -217,7 +206,6 @@ TEST_CASE("capabilities first, then seccomp, then exec (the spawn order)") {
 }
 
 TEST_CASE("a capability the process does not hold is an errno, not a crash") {
-  if (SkipUnlessRoot()) return;
   // Drop CAP_SYS_ADMIN first, then ask for it.
   PreparedCapabilities without = Prepare(DefaultCapabilities());
   auto admin = ParseCapabilities({"SYS_ADMIN"});
