@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package that mycel's build, tests and benchmarks
 # need. Idempotent: when everything is present it does not touch apt at all.
+#
+#   install-deps.sh          build, tests, and the anchors of tests/bench/*
+#                            that need no Go toolchain
+#   install-deps.sh --bench  also what the Go harnesses of the memberlist and
+#                            etcd benchmarks build with, and etcd itself
 set -euo pipefail
 
 packages=(
@@ -17,6 +22,15 @@ packages=(
   # benchmarks: the anchors mycel is compared with
   runc crun hyperfine bpftool
 )
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(
+    golang-go golang-github-hashicorp-memberlist-dev golang-golang-x-sys-dev
+    etcd-server etcd-client golang-etcd-server-dev golang-go.uber-zap-dev jq
+  )
+elif [ -n "${1:-}" ]; then
+  echo "install-deps: unknown argument $1 (expected --bench)" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${packages[@]}"; do

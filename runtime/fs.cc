@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,36 @@
 #include "runtime/unique_fd.h"
 
 namespace mycel {
+namespace {
+
+absl::Status WriteAll(int fd, absl::string_view data, const std::string& what) {
+  while (!data.empty()) {
+    ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return PosixError(absl::StrCat("write ", what), errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+// Removes the temporary file unless disarmed.
+class TempFileGuard {
+ public:
+  explicit TempFileGuard(std::string path) : path_(std::move(path)) {}
+  ~TempFileGuard() {
+    if (!path_.empty()) unlink(path_.c_str());
+  }
+  TempFileGuard(const TempFileGuard&) = delete;
+  TempFileGuard& operator=(const TempFileGuard&) = delete;
+  void Disarm() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
 
 absl::Status MakeDirs(const std::string& path, mode_t mode) {
   if (path.empty()) return absl::InvalidArgumentError("empty path");
@@ -51,13 +82,57 @@ absl::Status WriteFile(const std::string& path, absl::string_view data,
   UniqueFd fd(
       open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
   if (!fd) return PosixError(absl::StrCat("open ", path), errno);
-  while (!data.empty()) {
-    ssize_t n = write(fd.get(), data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return PosixError(absl::StrCat("write ", path), errno);
+  return WriteAll(fd.get(), data, path);
+}
+
+absl::Status WriteFileAtomic(const std::string& path, absl::string_view data,
+                             mode_t mode) {
+  if (path.empty() || path.back() == '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("path: \"", path, "\" does not name a file"));
+  }
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? std::string(".")
+                    : slash == 0               ? std::string("/")
+                                               : path.substr(0, slash);
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+
+  UniqueFd fd;
+  std::string tmp;
+  for (int attempt = 0; attempt < 8 && !fd; ++attempt) {
+    uint64_t suffix = 0;
+    if (getrandom(&suffix, sizeof(suffix), 0) != sizeof(suffix)) {
+      return PosixError("getrandom", errno);
     }
-    data.remove_prefix(static_cast<size_t>(n));
+    tmp = absl::StrCat(dir, "/.", base, ".tmp-", absl::Hex(suffix));
+    fd.reset(open(tmp.c_str(),
+                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+    if (!fd && errno != EEXIST) {
+      return PosixError(absl::StrCat("create ", tmp), errno);
+    }
+  }
+  if (!fd) return PosixError(absl::StrCat("create ", tmp), EEXIST);
+  TempFileGuard guard(tmp);
+
+  if (fchmod(fd.get(), mode) != 0) {
+    return PosixError(absl::StrCat("chmod ", tmp), errno);
+  }
+  RETURN_IF_ERROR(WriteAll(fd.get(), data, tmp));
+  if (fsync(fd.get()) != 0) {
+    return PosixError(absl::StrCat("fsync ", tmp), errno);
+  }
+  if (close(fd.release()) != 0) {
+    return PosixError(absl::StrCat("close ", tmp), errno);
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    return PosixError(absl::StrCat("rename ", tmp, " to ", path), errno);
+  }
+  guard.Disarm();
+
+  UniqueFd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd) return PosixError(absl::StrCat("open ", dir), errno);
+  if (fsync(dir_fd.get()) != 0) {
+    return PosixError(absl::StrCat("fsync ", dir), errno);
   }
   return absl::OkStatus();
 }

@@ -21,6 +21,19 @@ absl::StatusOr<std::string> ReadFile(const std::string& path);
 absl::Status WriteFile(const std::string& path, absl::string_view data,
                        mode_t mode = 0644);
 
+// Replaces `path` with `data` so that a reader (or a crash) sees either the
+// old file or the whole new one, never a mix, and the new file never exists
+// with a wider mode than `mode`:
+//   1. creates "<dir>/.<name>.tmp-<random>" with O_CREAT|O_EXCL|O_NOFOLLOW|
+//      O_CLOEXEC and `mode`, then fchmod()s it to exactly `mode` (the umask
+//      can only narrow the open() mode);
+//   2. writes everything and fsync()s it;
+//   3. rename()s it over `path` and fsync()s the directory.
+// On any failure the temporary file is removed and `path` is untouched. The
+// error names the step and the path (PosixError codes).
+absl::Status WriteFileAtomic(const std::string& path, absl::string_view data,
+                             mode_t mode);
+
 // Clears the permission bits of `path` that `allowed` lacks (chmod to
 // mode & allowed), without following a symlink at `path`. Returns whether
 // the mode changed; NOT_FOUND when there is no such file.

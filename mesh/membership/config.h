@@ -1,0 +1,104 @@
+// Tuning of the membership protocol. The named profiles carry memberlist's
+// defaults (DefaultLANConfig, DefaultWANConfig) so that behaviour can be
+// compared one to one; the fields memberlist lacks (reconnection, security
+// limits) are ours and say why they have their value.
+#ifndef MYCEL_MESH_MEMBERSHIP_CONFIG_H_
+#define MYCEL_MESH_MEMBERSHIP_CONFIG_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace mycel::membership {
+
+struct Config {
+  // --- SWIM failure detection (memberlist LAN values) ---
+  // One member is probed per interval, in shuffled round-robin order.
+  absl::Duration probe_interval = absl::Seconds(1);
+  // How long to wait for a direct ack before asking others to probe. Not
+  // scaled by local health: waiting longer does not help a lost message.
+  absl::Duration probe_timeout = absl::Milliseconds(500);
+  // Members asked to ping the target when the direct probe fails.
+  int indirect_checks = 3;
+
+  // --- Suspicion (Lifeguard) ---
+  // Minimum suspicion timeout: suspicion_mult * max(1, log10(n)) *
+  // probe_interval; the maximum is suspicion_max_timeout_mult times that.
+  // The timeout starts at the maximum and falls towards the minimum as
+  // independent suspicions (up to suspicion_mult - 2) confirm it.
+  int suspicion_mult = 4;
+  int suspicion_max_timeout_mult = 6;
+  // Local health multiplier ("awareness"): failed probes without nacks
+  // raise a score s in [0, max-1]; probe periods stretch by (s + 1).
+  int awareness_max_multiplier = 8;
+
+  // --- Dissemination ---
+  // Each update is sent retransmit_mult * ceil(log10(n + 1)) times.
+  int retransmit_mult = 4;
+  absl::Duration gossip_interval = absl::Milliseconds(200);
+  int gossip_nodes = 3;
+  // Dead members still receive gossip this long, so they learn it and can
+  // refute.
+  absl::Duration gossip_to_the_dead_time = absl::Seconds(30);
+  // Full-state sync with one random member; the period grows with the
+  // cluster as in memberlist (x(ceil(log2(n) - 5) + 1) above 32 members).
+  absl::Duration push_pull_interval = absl::Seconds(30);
+  // Serialized bytes of piggybacked updates per message. memberlist's
+  // 1400-byte UDP packet holds about 13 of its ~100-byte alives; ours carry a
+  // signature and a certificate (~650 bytes), and gRPC has no MTU, so 8 KiB
+  // keeps the same number of updates per message.
+  size_t gossip_budget_bytes = 8192;
+
+  // --- Healing (not in memberlist) ---
+  // Every interval (jittered by +-50%), a node contacts one dead member or
+  // unanswered seed with a push-pull, with probability (candidates / live
+  // members) so that the whole cluster makes about `candidates` attempts
+  // per interval (Serf's reconnect rule). A node that knows no live member
+  // always tries.
+  absl::Duration reconnect_interval = absl::Seconds(10);
+  // Per-target backoff after unanswered attempts: interval * 2^failures,
+  // capped here.
+  absl::Duration reconnect_max_backoff = absl::Minutes(5);
+  // Dead members are kept (and retried) this long, then forgotten; left
+  // members are kept as tombstones as long (Serf's ReconnectTimeout and
+  // TombstoneTimeout).
+  absl::Duration dead_retention = absl::Hours(24);
+  absl::Duration left_retention = absl::Hours(24);
+
+  // --- Limits against bad peers ---
+  // Largest message accepted or sent. A push-pull of 20,000 members (~650
+  // bytes each) fits; the gRPC transport must allow at least this much.
+  size_t max_message_bytes = 16 << 20;
+  // Per authenticated peer token bucket. A healthy peer sends us well under
+  // 20 messages a second (its gossip, its probes, acks and relays for us),
+  // so this only bites on a flood.
+  double peer_messages_per_second = 100;
+  double peer_burst = 200;
+
+  // memberlist's DefaultLANConfig.
+  static Config Lan();
+  // memberlist's DefaultWANConfig: slower probes, longer timeouts.
+  static Config Wan();
+};
+
+// "lan" or "wan".
+absl::StatusOr<Config> ConfigForProfile(absl::string_view name);
+
+// INVALID_ARGUMENT naming the first field out of range.
+absl::Status ValidateConfig(const Config& config);
+
+// memberlist's suspicionTimeout: mult * max(1, log10(n)) * interval.
+absl::Duration SuspicionTimeout(int suspicion_mult, int n,
+                                absl::Duration probe_interval);
+// memberlist's retransmitLimit: mult * ceil(log10(n + 1)).
+int RetransmitLimit(int retransmit_mult, int n);
+// memberlist's pushPullScale.
+absl::Duration PushPullScale(absl::Duration interval, int n);
+
+}  // namespace mycel::membership
+
+#endif  // MYCEL_MESH_MEMBERSHIP_CONFIG_H_

@@ -1,0 +1,9 @@
+# Tests for mesh/membership (SWIM + Lifeguard) and mesh/sim.
+# unit: the state machine and its parts, driven by hand.
+mycel_test(membership_parts_test SRCS unit/mesh/membership_parts_test.cc
+  DEPS mycel_membership)
+mycel_test(membership_test SRCS unit/mesh/membership_test.cc
+  DEPS mycel_membership)
+# unit: simulated clusters of 50-300 nodes (a few seconds of wall time).
+mycel_test(membership_sim_test SRCS unit/mesh/membership_sim_test.cc
+  DEPS mycel_membership_sim TIMEOUT 300)

@@ -1,0 +1,578 @@
+// The membership state machine driven by hand: every message and every
+// tick is chosen by the test, so each protocol rule and each bad input is
+// checked on its own.
+#include "mesh/membership/membership.h"
+
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mesh/membership/codec.h"
+#include "mesh/membership/fake_signer.h"
+
+namespace mycel::membership {
+namespace {
+
+constexpr uint64_t kRealm = 42;
+
+class Fixture {
+ public:
+  absl::Time now = absl::FromUnixSeconds(1700000000);
+  FakeVerifier verifier{kRealm};
+
+  AliveSigner* Signer(const std::string& name) {
+    std::unique_ptr<FakeSigner>& s = signers_[name];
+    if (!s) s = std::make_unique<FakeSigner>(kRealm, name);
+    return s.get();
+  }
+
+  AliveRef Record(const std::string& name, uint64_t inc, bool leaving = false) {
+    Alive a;
+    a.name = name;
+    a.incarnation = inc;
+    a.meta.addresses = {name + ":7946"};
+    a.leaving = leaving;
+    REQUIRE(Signer(name)->Sign(&a).ok());
+    return std::make_shared<const Alive>(std::move(a));
+  }
+
+  MemberSnapshot Stored(const std::string& name, uint64_t inc,
+                        MemberState state = MemberState::kAlive) {
+    return MemberSnapshot{
+        name, state, inc, Record(name, inc), now, absl::InfinitePast()};
+  }
+
+  MembershipOptions Options(const std::string& name,
+                            const std::vector<std::string>& peers,
+                            uint64_t inc = 100) {
+    MembershipOptions o;
+    o.name = name;
+    o.incarnation = inc;
+    o.meta.addresses = {name + ":7946"};
+    o.random_seed = std::hash<std::string>()(name);
+    o.signer = Signer(name);
+    o.verifier = &verifier;
+    for (const std::string& p : peers) o.members.push_back(Stored(p, 100));
+    o.rejoin_on_start = false;
+    return o;
+  }
+
+  std::unique_ptr<Membership> Node(const std::string& name,
+                                   const std::vector<std::string>& peers,
+                                   uint64_t inc = 100) {
+    absl::StatusOr<std::unique_ptr<Membership>> m =
+        Membership::Create(Options(name, peers, inc), now);
+    REQUIRE(m.ok());
+    return *std::move(m);
+  }
+
+  // Runs `m` alone until `until`, handing each message it sends to
+  // `on_send` (which may answer by calling into `m`).
+  void Run(Membership* m, absl::Time until,
+           const std::function<void(Outbound&)>& on_send) {
+    for (;;) {
+      const absl::Time t = m->NextDeadline();
+      if (t > until) break;
+      now = std::max(now, t);
+      m->Tick(now);
+      for (Outbound& out : m->TakeOutbox()) on_send(out);
+    }
+    now = until;
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<FakeSigner>> signers_;
+};
+
+Message From(const std::string& peer, Body body,
+             std::vector<Update> updates = {}) {
+  Message m;
+  m.from = peer;
+  m.body = std::move(body);
+  m.updates = std::move(updates);
+  return m;
+}
+
+// Delivers messages between nodes (no delay, no loss) until all are quiet.
+void Pump(Fixture& f, const std::map<std::string, Membership*>& nodes) {
+  for (bool busy = true; busy;) {
+    busy = false;
+    for (const auto& [name, m] : nodes) {
+      for (Outbound& out : m->TakeOutbox()) {
+        busy = true;
+        std::string to = out.to;
+        if (to.empty()) to = out.address.substr(0, out.address.find(':'));
+        auto it = nodes.find(to);
+        if (it != nodes.end()) {
+          (void)it->second->HandleMessage(name, out.message, f.now);
+        }
+      }
+    }
+  }
+}
+
+bool HasEvent(const std::vector<MemberEvent>& events, MemberEventKind kind,
+              const std::string& name) {
+  for (const MemberEvent& e : events) {
+    if (e.kind == kind && e.name == name) return true;
+  }
+  return false;
+}
+
+TEST_CASE("Create checks its inputs and signs a record it can verify") {
+  Fixture f;
+  MembershipOptions o = f.Options("a", {});
+  o.signer = nullptr;
+  CHECK(Membership::Create(o, f.now).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  o = f.Options("a", {});
+  o.name = "";
+  CHECK_FALSE(Membership::Create(o, f.now).ok());
+  // A signer holding another node's certificate is caught at start.
+  o = f.Options("a", {});
+  o.signer = f.Signer("b");
+  CHECK(Membership::Create(o, f.now).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  std::unique_ptr<Membership> a = f.Node("a", {"b"}, 777);
+  CHECK(a->incarnation() == 777);
+  CHECK(*f.verifier.Verify(*a->record()) == "a");
+  CHECK(a->CountIn(MemberState::kAlive) == 2);
+}
+
+TEST_CASE("a forged alive (wrong signer) is rejected and counted") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b"});
+  // b signs a record claiming to be c, with its own certificate.
+  Alive forged;
+  forged.name = "c";
+  forged.incarnation = 5;
+  forged.meta.addresses = {"evil:1"};
+  REQUIRE(f.Signer("b")->Sign(&forged).ok());
+  CHECK(a->HandleMessage("b",
+                         From("b", std::monostate(),
+                              {std::make_shared<const Alive>(forged)}),
+                         f.now)
+            .ok());
+  CHECK(a->stats().alive_rejected_name == 1);
+  // b signs with its key but attaches c's certificate.
+  forged.certificate = FakeCertificate(kRealm, "c");
+  CHECK(a->HandleMessage("b",
+                         From("b", std::monostate(),
+                              {std::make_shared<const Alive>(forged)}),
+                         f.now)
+            .ok());
+  CHECK(a->stats().alive_rejected_signature == 1);
+  CHECK_FALSE(a->Find("c").has_value());
+  // c's own record, relayed by b, is accepted: relaying is allowed.
+  CHECK(a->HandleMessage("b", From("b", std::monostate(), {f.Record("c", 5)}),
+                         f.now)
+            .ok());
+  CHECK(a->StateOf("c") == MemberState::kAlive);
+  CHECK(HasEvent(a->TakeEvents(), MemberEventKind::kJoined, "c"));
+}
+
+TEST_CASE("a record forging our own name, or a tampered one, changes nothing") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b"});
+  Alive fake;
+  fake.name = "a";
+  fake.incarnation = 1000;
+  REQUIRE(f.Signer("b")->Sign(&fake).ok());
+  (void)a->HandleMessage(
+      "b", From("b", std::monostate(), {std::make_shared<const Alive>(fake)}),
+      f.now);
+  CHECK(a->incarnation() == 100);  // no refutation over a forgery
+  CHECK(a->stats().alive_rejected_name == 1);
+  Alive tampered = *f.Record("b", 200);
+  tampered.meta.addresses = {"evil:1"};
+  (void)a->HandleMessage(
+      "b",
+      From("b", std::monostate(), {std::make_shared<const Alive>(tampered)}),
+      f.now);
+  CHECK(a->stats().alive_rejected_signature == 1);
+  CHECK(a->Find("b")->incarnation == 100);
+  CHECK(a->Find("b")->record->meta.addresses[0] == "b:7946");
+}
+
+TEST_CASE("a message whose sender is not the authenticated peer is rejected") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b", "c"});
+  absl::Status s = a->HandleMessage("b", From("c", Ping{1, "a"}), f.now);
+  CHECK(s.code() == absl::StatusCode::kPermissionDenied);
+  // Nor may anyone speak as us.
+  s = a->HandleMessage("a", From("a", Ping{1, "a"}), f.now);
+  CHECK(s.code() == absl::StatusCode::kPermissionDenied);
+  CHECK(a->stats().rejected_sender_mismatch == 2);
+  CHECK(a->TakeOutbox().empty());  // no ack for either
+  CHECK(a->HandleMessage("b", From("b", Ping{1, "a"}), f.now).ok());
+  CHECK(a->TakeOutbox().size() == 1);
+}
+
+TEST_CASE("oversized and malformed messages are rejected and counted") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b"});
+  const std::string huge(a->config().max_message_bytes + 1, '\0');
+  CHECK(a->HandleBytes("b", huge, f.now).code() ==
+        absl::StatusCode::kResourceExhausted);
+  CHECK(a->stats().rejected_oversized == 1);
+  CHECK(a->HandleBytes("b", "\x0a\xff\xff\xff\xff", f.now).code() ==
+        absl::StatusCode::kInvalidArgument);
+  // Well-formed protobuf that breaks the rules: a suspect with no name.
+  CHECK(a->HandleBytes(
+             "b",
+             EncodeMessage(From("b", std::monostate(), {Suspect{"", 1, "b"}})),
+             f.now)
+            .code() == absl::StatusCode::kInvalidArgument);
+  CHECK(a->stats().rejected_malformed == 2);
+  // Bytes of a good message work.
+  CHECK(
+      a->HandleBytes("b", EncodeMessage(From("b", Ping{9, "a"})), f.now).ok());
+  std::vector<Outbound> out = a->TakeOutbox();
+  REQUIRE(out.size() == 1);
+  CHECK(std::get<Ack>(out[0].message.body).seq == 9);
+}
+
+TEST_CASE("an alive with a lower incarnation than known is ignored") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b"});  // b at 100
+  (void)a->HandleMessage("b", From("b", std::monostate(), {f.Record("b", 50)}),
+                         f.now);
+  (void)a->HandleMessage("b", From("b", std::monostate(), {f.Record("b", 100)}),
+                         f.now);
+  CHECK(a->stats().stale_updates == 2);
+  CHECK(a->Find("b")->incarnation == 100);
+  CHECK(a->TakeEvents().empty());
+  (void)a->HandleMessage("b", From("b", std::monostate(), {f.Record("b", 101)}),
+                         f.now);
+  CHECK(a->Find("b")->incarnation == 101);
+}
+
+TEST_CASE("a misdirected ping is not answered") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b"});
+  CHECK(a->HandleMessage("b", From("b", Ping{1, "someone-else"}), f.now).ok());
+  CHECK(a->TakeOutbox().empty());
+  CHECK(a->stats().misdirected_pings == 1);
+}
+
+TEST_CASE("a flood from one peer is cut to its rate; probing carries on") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b", "c"});
+  const Config& c = a->config();
+  // x is any authenticated peer (a mesh certificate), not a member.
+  int accepted = 0;
+  for (int i = 0; i < 10000; ++i) {
+    accepted += a->HandleMessage("x", From("x", Ping{1, "a"}), f.now).ok();
+  }
+  // The bucket starts full: exactly the burst gets through at one instant.
+  CHECK(accepted == static_cast<int>(c.peer_burst));
+  CHECK(a->stats().rejected_rate_limited == 10000 - c.peer_burst);
+  CHECK(a->TakeOutbox().size() == static_cast<size_t>(c.peer_burst));
+  // x keeps flooding (100 pings every 100 ms) while a probes b and c, who
+  // answer. A probe a second, nobody suspected, health untouched.
+  const uint64_t probes_before = a->stats().probes;
+  const absl::Time end = f.now + absl::Seconds(10);
+  absl::Time next_flood = f.now;
+  f.Run(a.get(), end, [&](Outbound& out) {
+    while (next_flood <= f.now) {
+      for (int i = 0; i < 100; ++i) {
+        (void)a->HandleMessage("x", From("x", Ping{1, "a"}), f.now);
+      }
+      next_flood += absl::Milliseconds(100);
+    }
+    if (const Ping* p = std::get_if<Ping>(&out.message.body)) {
+      (void)a->HandleMessage(out.to, From(out.to, Ack{p->seq}), f.now);
+    }
+  });
+  CHECK(a->stats().probes - probes_before >= 9);
+  CHECK(a->stats().probes_failed == 0);
+  CHECK(a->CountIn(MemberState::kAlive) == 3);
+  CHECK(a->health_score() == 0);
+  CHECK(a->stats().rejected_rate_limited > 10000);
+}
+
+// a knows b, c and d. b never answers; c and d answer a's pings, and when
+// asked to reach b, they cannot either and say so (nack).
+struct SilentPeerRun {
+  absl::Time probe_started = absl::InfinitePast();
+  absl::Time suspected = absl::InfinitePast();
+  absl::Time dead = absl::InfinitePast();
+  int indirect_requests = 0;  // before the suspicion
+};
+
+SilentPeerRun RunWithSilentPeer(Fixture& f, Membership* a, bool relays_nack) {
+  SilentPeerRun run;
+  f.Run(a, f.now + absl::Seconds(60), [&](Outbound& out) {
+    const Message& msg = out.message;
+    if (const Ping* p = std::get_if<Ping>(&msg.body)) {
+      if (out.to == "b") {
+        if (run.probe_started == absl::InfinitePast()) {
+          run.probe_started = f.now;
+        }
+        return;  // dropped
+      }
+      (void)a->HandleMessage(out.to, From(out.to, Ack{p->seq}), f.now);
+    } else if (const IndirectPing* ip = std::get_if<IndirectPing>(&msg.body)) {
+      CHECK(ip->target == "b");
+      CHECK(ip->nack);
+      if (run.suspected == absl::InfinitePast()) ++run.indirect_requests;
+      if (relays_nack) {
+        (void)a->HandleMessage(out.to, From(out.to, Nack{ip->seq}), f.now);
+      }
+    }
+    for (const MemberEvent& e : a->TakeEvents()) {
+      if (e.name != "b") continue;
+      if (e.kind == MemberEventKind::kSuspected) run.suspected = e.at;
+      if (e.kind == MemberEventKind::kFailed) run.dead = e.at;
+    }
+  });
+  for (const MemberEvent& e : a->TakeEvents()) {
+    if (e.name == "b" && e.kind == MemberEventKind::kFailed) run.dead = e.at;
+  }
+  return run;
+}
+
+TEST_CASE("a peer that never answers: timeout, indirect, suspect, dead") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b", "c", "d"});
+  const SilentPeerRun run = RunWithSilentPeer(f, a.get(), true);
+  REQUIRE(run.probe_started != absl::InfinitePast());
+  // Both other members were asked (indirect_checks is 3, only 2 qualify).
+  CHECK(run.indirect_requests == 2);
+  // Suspected when the probe period ends: probe_interval after the ping.
+  CHECK(run.suspected - run.probe_started == absl::Seconds(1));
+  // n = 4, so k = suspicion_mult - 2 = 2 confirmations are expected and none
+  // came: the timeout stays at its maximum, 6 * (4 * max(1, log10 4) * 1 s).
+  CHECK(run.dead - run.suspected == absl::Seconds(24));
+  CHECK(a->StateOf("b") == MemberState::kDead);
+  CHECK(a->stats().deaths_declared == 1);
+  // Every relay nacked: the fault is b's, not ours, so health is intact.
+  CHECK(a->health_score() == 0);
+  // The dead are not probed.
+  const uint64_t probes = a->stats().probes_failed;
+  RunWithSilentPeer(f, a.get(), true);
+  CHECK(a->stats().probes_failed == probes);
+}
+
+TEST_CASE("missing nacks raise our own health score (Lifeguard)") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b", "c", "d"});
+  // c and d answer pings but never nack: from a's side, its requests for
+  // help vanished, so a is the likely culprit.
+  int score_at_suspicion = -1;
+  const absl::Time end = f.now + absl::Seconds(10);
+  while (score_at_suspicion < 0 && a->NextDeadline() <= end) {
+    f.now = std::max(f.now, a->NextDeadline());
+    a->Tick(f.now);
+    for (const MemberEvent& e : a->TakeEvents()) {
+      if (e.name == "b" && e.kind == MemberEventKind::kSuspected) {
+        score_at_suspicion = a->health_score();
+      }
+    }
+    for (Outbound& out : a->TakeOutbox()) {
+      if (const Ping* p = std::get_if<Ping>(&out.message.body)) {
+        if (out.to != "b") {
+          (void)a->HandleMessage(out.to, From(out.to, Ack{p->seq}), f.now);
+        }
+      }
+    }
+  }
+  // Two relays asked, two nacks missing: +2 (from 0; earlier successful
+  // probes cannot take it below 0).
+  CHECK(score_at_suspicion == 2);
+}
+
+TEST_CASE(
+    "buddy system: a suspect is told on the ping and refutes in the ack") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b"});
+  std::unique_ptr<Membership> b = f.Node("b", {"a"});
+  (void)a->HandleMessage(
+      "c", From("c", std::monostate(), {Suspect{"b", 100, "c"}}), f.now);
+  REQUIRE(a->StateOf("b") == MemberState::kSuspect);
+  CHECK(HasEvent(a->TakeEvents(), MemberEventKind::kSuspected, "b"));
+  a->TakeOutbox();
+  // Run a until it probes b.
+  std::optional<Message> ping;
+  f.Run(a.get(), f.now + absl::Seconds(2), [&](Outbound& out) {
+    if (std::holds_alternative<Ping>(out.message.body) && !ping) {
+      ping = out.message;
+    }
+  });
+  REQUIRE(ping.has_value());
+  REQUIRE_FALSE(ping->updates.empty());
+  const Suspect* told = std::get_if<Suspect>(&ping->updates[0]);
+  REQUIRE(told != nullptr);
+  CHECK(told->name == "b");
+  // b refutes before answering; its ack leads with the new record.
+  CHECK(b->HandleMessage("a", *ping, f.now).ok());
+  CHECK(b->incarnation() == 101);
+  CHECK(b->health_score() == 1);
+  std::vector<Outbound> out = b->TakeOutbox();
+  REQUIRE(out.size() == 1);
+  REQUIRE(std::holds_alternative<Ack>(out[0].message.body));
+  const AliveRef* refutation =
+      std::get_if<AliveRef>(&out[0].message.updates[0]);
+  REQUIRE(refutation != nullptr);
+  CHECK((*refutation)->incarnation == 101);
+  CHECK(a->HandleMessage("b", out[0].message, f.now).ok());
+  CHECK(a->StateOf("b") == MemberState::kAlive);
+  CHECK(HasEvent(a->TakeEvents(), MemberEventKind::kRecovered, "b"));
+}
+
+TEST_CASE("a node told it is dead refutes with a higher incarnation") {
+  Fixture f;
+  std::unique_ptr<Membership> b = f.Node("b", {"a"});
+  (void)b->HandleMessage(
+      "a", From("a", std::monostate(), {Dead{"b", 150, "a"}}), f.now);
+  CHECK(b->incarnation() == 151);
+  CHECK(b->stats().refutations == 1);
+  CHECK(b->StateOf("b") == MemberState::kAlive);
+}
+
+TEST_CASE("a restarted node is no ghost: its new incarnation beats its death") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b"});
+  (void)a->HandleMessage(
+      "c", From("c", std::monostate(), {Dead{"b", 100, "c"}}), f.now);
+  REQUIRE(a->StateOf("b") == MemberState::kDead);
+  // The old instance's record, replayed by anyone, cannot bring it back.
+  (void)a->HandleMessage("c", From("c", std::monostate(), {f.Record("b", 100)}),
+                         f.now);
+  CHECK(a->StateOf("b") == MemberState::kDead);
+  // The restarted b starts from the wall clock, far above 100.
+  const uint64_t restarted = absl::ToUnixMicros(f.now);
+  std::unique_ptr<Membership> b = f.Node("b", {"a"}, restarted);
+  a->TakeEvents();
+  (void)a->HandleMessage("b", From("b", std::monostate(), {b->record()}),
+                         f.now);
+  CHECK(a->StateOf("b") == MemberState::kAlive);
+  CHECK(a->Find("b")->incarnation == restarted);
+  CHECK(HasEvent(a->TakeEvents(), MemberEventKind::kJoined, "b"));
+  // A late death notice about the old instance changes nothing.
+  (void)a->HandleMessage(
+      "c", From("c", std::monostate(), {Dead{"b", 100, "c"}}), f.now);
+  CHECK(a->StateOf("b") == MemberState::kAlive);
+}
+
+TEST_CASE("graceful leave: a signed leaving record, gossiped until done") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b"});
+  std::unique_ptr<Membership> b = f.Node("b", {"a"});
+  CHECK(b->Leave(f.now).ok());
+  CHECK(b->Leave(f.now).code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_FALSE(b->leave_done());
+  f.Run(b.get(), f.now + absl::Seconds(5), [&](Outbound& out) {
+    CHECK(out.to == "a");
+    (void)a->HandleMessage("b", out.message, f.now);
+  });
+  CHECK(b->leave_done());
+  CHECK(a->StateOf("b") == MemberState::kLeft);
+  CHECK(HasEvent(a->TakeEvents(), MemberEventKind::kLeft, "b"));
+  CHECK(b->stats().probes == 0);  // a leaving node does not probe
+  // Nobody else can make b leave: a leaving record must be b's own.
+  std::unique_ptr<Membership> c = f.Node("c", {"b"});
+  Alive fake;
+  fake.name = "b";
+  fake.incarnation = 500;
+  fake.leaving = true;
+  REQUIRE(f.Signer("a")->Sign(&fake).ok());
+  (void)c->HandleMessage(
+      "a", From("a", std::monostate(), {std::make_shared<const Alive>(fake)}),
+      f.now);
+  CHECK(c->StateOf("b") == MemberState::kAlive);
+}
+
+TEST_CASE("join through a seed; labels and capacity travel with alive") {
+  Fixture f;
+  MembershipOptions ao = f.Options("a", {});
+  ao.meta.labels = {{"zone", "z1"}, {"gpu", "h100"}};
+  ao.meta.capacity = {{"cpu_millicores", 16000}};
+  std::unique_ptr<Membership> a = *Membership::Create(ao, f.now);
+  std::unique_ptr<Membership> b = f.Node("b", {});
+  b->Join({std::string("a:7946")}, f.now);
+  Pump(f, {{"a", a.get()}, {"b", b.get()}});
+  CHECK(a->StateOf("b") == MemberState::kAlive);
+  CHECK(b->StateOf("a") == MemberState::kAlive);
+  const MemberSnapshot seen = *b->Find("a");
+  CHECK(seen.record->meta.labels ==
+        std::vector<std::pair<std::string, std::string>>{{"gpu", "h100"},
+                                                         {"zone", "z1"}});
+  CHECK(seen.record->meta.capacity[0].second == 16000);
+  CHECK(seen.last_heard == f.now);
+  CHECK(b->seeds() == std::vector<std::string>{"a:7946"});
+  // Labels change: a new signed record, and b learns it.
+  NodeMeta meta = a->record()->meta;
+  meta.labels = {{"zone", "z2"}};
+  CHECK(a->UpdateMeta(meta, f.now).ok());
+  f.Run(a.get(), f.now + absl::Seconds(1), [&](Outbound& out) {
+    (void)b->HandleMessage("a", out.message, f.now);
+  });
+  CHECK(b->Find("a")->record->meta.labels[0].second == "z2");
+  CHECK(HasEvent(b->TakeEvents(), MemberEventKind::kUpdated, "a"));
+}
+
+TEST_CASE("an unanswered seed is retried with growing, capped backoff") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {});
+  a->Join({std::string("nowhere:1")}, f.now);
+  std::vector<absl::Time> attempts = {f.now};
+  a->TakeOutbox();
+  f.Run(a.get(), f.now + absl::Hours(1), [&](Outbound& out) {
+    if (out.address == "nowhere:1") attempts.push_back(f.now);
+  });
+  REQUIRE(attempts.size() >= 8);
+  // Waits grow from reconnect_interval (10 s) and stop at the 5 min cap
+  // (plus up to one jittered reconnect period, <= 15 s).
+  for (size_t i = 1; i < attempts.size(); ++i) {
+    const absl::Duration gap = attempts[i] - attempts[i - 1];
+    CHECK(gap >= absl::Seconds(10) * (1 << std::min<size_t>(i - 1, 5)) / 2);
+    CHECK(gap <= absl::Minutes(5) + absl::Seconds(15));
+  }
+  CHECK(attempts.back() - attempts[attempts.size() - 2] >= absl::Minutes(5));
+}
+
+TEST_CASE("persisted members restore a node that rejoins without a seed") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b", "c", "d"});
+  (void)a->HandleMessage("b", From("b", Ping{1, "a"}), f.now);
+  (void)a->HandleMessage(
+      "b", From("b", std::monostate(), {Suspect{"c", 100, "b"}}), f.now);
+  (void)a->HandleMessage(
+      "b", From("b", std::monostate(), {Dead{"d", 100, "b"}}), f.now);
+  std::vector<MemberSnapshot> stored = a->Snapshot();
+  REQUIRE(stored.size() == 4);
+  const MemberSnapshot b_snap = *a->Find("b");
+  CHECK(b_snap.last_heard == f.now);
+  CHECK(b_snap.record->meta.addresses[0] == "b:7946");
+  // The driver keeps records as bytes; they come back intact.
+  for (MemberSnapshot& s : stored) {
+    s.record =
+        std::make_shared<const Alive>(*DecodeAlive(EncodeAlive(*s.record)));
+  }
+  MembershipOptions o = f.Options("a", {}, absl::ToUnixMicros(f.now));
+  o.members = stored;
+  o.rejoin_on_start = true;
+  f.now += absl::Minutes(1);
+  std::unique_ptr<Membership> again = *Membership::Create(o, f.now);
+  CHECK(again->StateOf("b") == MemberState::kAlive);
+  CHECK(again->StateOf("c") == MemberState::kAlive);  // suspects: re-probed
+  CHECK(again->StateOf("d") == MemberState::kDead);
+  CHECK(again->Find("b")->last_heard == b_snap.last_heard);
+  // It pushes its state to a live member at once.
+  again->Tick(f.now);
+  bool pushed = false;
+  for (const Outbound& out : again->TakeOutbox()) {
+    if (const PushPull* pp = std::get_if<PushPull>(&out.message.body)) {
+      pushed = !pp->reply && (out.to == "b" || out.to == "c");
+    }
+  }
+  CHECK(pushed);
+}
+
+}  // namespace
+}  // namespace mycel::membership
