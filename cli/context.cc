@@ -1,11 +1,9 @@
 #include <stdio.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 #include "cli/cli.h"
 #include "google/protobuf/util/json_util.h"
+#include "runtime/fs.h"
 
 namespace mycel::cli {
 namespace {
@@ -17,14 +15,7 @@ absl::StatusOr<std::string> ReadPem(const std::string& flag,
         absl::StrCat("--node needs --tls-ca, --tls-cert and --tls-key (", flag,
                      " is missing)"));
   }
-  std::ifstream in(path);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": cannot read ", path));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return ReadPemFile(flag, path);
 }
 
 }  // namespace

@@ -3,9 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -13,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
+#include "runtime/fs.h"
 #include "runtime/host_info.h"
 #include "runtime/log.h"
 #include "runtime/status.h"
@@ -63,14 +62,6 @@ const DaemonSetting* FindFlag(absl::string_view flag) {
     if (!s.flag.empty() && s.flag == flag) return &s;
   }
   return nullptr;
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return PosixError(absl::StrCat("--config: open ", path), errno);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // `text` wrapped to lines of at most `width` characters, each after
@@ -278,10 +269,11 @@ absl::StatusOr<DaemonFlags> ParseDaemonFlags(
     config_path = default_config;
   }
   if (!config_path.empty()) {
-    ASSIGN_OR_RETURN(std::string json, ReadFile(config_path));
+    absl::StatusOr<std::string> json = ReadFile(config_path);
+    if (!json.ok()) return Annotate(json.status(), "--config");
     ASSIGN_OR_RETURN(
         flags.config,
-        ParseConfigJson(json, absl::StrCat("--config ", config_path)));
+        ParseConfigJson(*json, absl::StrCat("--config ", config_path)));
   }
   for (const auto& [setting, value] : sets) {
     RETURN_IF_ERROR(SetFromText(*setting->field, value, &flags.config));

@@ -77,6 +77,20 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return out;
 }
 
+absl::StatusOr<std::string> ReadPemFile(absl::string_view field,
+                                        const std::string& path) {
+  if (path.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": no file given"));
+  }
+  absl::StatusOr<std::string> pem = ReadFile(path);
+  if (!pem.ok()) return Annotate(pem.status(), field);
+  if (pem->find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", path, " is not a PEM file"));
+  }
+  return *std::move(pem);
+}
+
 absl::Status WriteFile(const std::string& path, absl::string_view data,
                        mode_t mode) {
   UniqueFd fd(

@@ -17,6 +17,12 @@ absl::Status MakeDirs(const std::string& path, mode_t mode);
 // Reads a whole (small) file.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
+// Reads a whole PEM file (a certificate, a key). An error names `field`
+// (the flag or setting that gave the path); INVALID_ARGUMENT when the file
+// holds no PEM block.
+absl::StatusOr<std::string> ReadPemFile(absl::string_view field,
+                                        const std::string& path);
+
 // Writes `data` to `path` (created or truncated).
 absl::Status WriteFile(const std::string& path, absl::string_view data,
                        mode_t mode = 0644);

@@ -8,17 +8,6 @@
 
 namespace mycel {
 
-absl::StatusOr<std::string> ReadPemFile(const std::string& field,
-                                        const std::string& path) {
-  absl::StatusOr<std::string> pem = ReadFile(path);
-  if (!pem.ok()) return Annotate(pem.status(), field);
-  if (pem->find("-----BEGIN ") == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": ", path, " is not a PEM file"));
-  }
-  return *std::move(pem);
-}
-
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MtlsFromFiles(
     const mycel::v1::DaemonConfig& config) {
   ASSIGN_OR_RETURN(std::string cert,

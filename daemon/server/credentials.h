@@ -12,11 +12,6 @@
 
 namespace mycel {
 
-// The contents of a PEM file; INVALID_ARGUMENT naming `field` when it holds
-// no PEM block, and the file's error when it cannot be read.
-absl::StatusOr<std::string> ReadPemFile(const std::string& field,
-                                        const std::string& path);
-
 // Mutual TLS from --tls-cert, --tls-key and --tls-ca: the server presents
 // the certificate and requires a client certificate that chains to the CA.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MtlsFromFiles(
