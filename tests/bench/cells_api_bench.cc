@@ -2,7 +2,8 @@
 // API, seen by a client that is already connected (no process start-up, no
 // connection set-up: what a controller or a CI runner driving myceld pays).
 //
-//   cells_api_bench --socket PATH [--runs N] [--warmup W] [--tsv]
+//   cells_api_bench --socket PATH [--runs N] [--warmup W] [--concurrency C]
+//                   [--tsv]
 //
 // Rows (p50/p90/p99 wall time in ms over N iterations, after W warm-ups):
 //   Cells.List (empty)            one unary round trip: the gRPC floor
@@ -10,6 +11,10 @@
 //                                 Executables.Wait, Cells.Delete
 //     Cells.Create ... Cells.Delete   each step of those same iterations
 //   Cells.Run                     the same work in one streaming call
+//   C concurrent Cells.Run        C calls (default 8) on C threads, each
+//                                 with its own cell, started together: the
+//                                 wall time until all have ended (how far
+//                                 concurrent runs overlap in the daemon)
 // The rows are interleaved (one iteration of each in turn), so that a burst
 // of load on a shared machine lands on all of them alike.
 //
@@ -27,6 +32,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -50,13 +56,14 @@ struct Options {
   std::string socket;
   int runs = 200;
   int warmup = 10;
+  int concurrency = 8;
   bool tsv = false;
 };
 
 void Usage() {
   fprintf(stderr,
           "usage: cells_api_bench --socket PATH [--runs N] [--warmup W] "
-          "[--tsv]\n");
+          "[--concurrency C] [--tsv]\n");
 }
 
 absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
@@ -81,6 +88,12 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     } else if (flag == "--warmup") {
       if (!absl::SimpleAtoi(value, &o.warmup) || o.warmup < 0) {
         return absl::InvalidArgumentError("--warmup: want a number >= 0");
+      }
+    } else if (flag == "--concurrency") {
+      if (!absl::SimpleAtoi(value, &o.concurrency) || o.concurrency < 1 ||
+          o.concurrency > 64) {
+        return absl::InvalidArgumentError(
+            "--concurrency: want a number from 1 to 64");
       }
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag));
@@ -255,6 +268,22 @@ absl::Status Sequence(Client& client, const std::string& cell,
   return absl::OkStatus();
 }
 
+// `n` Cells.Run calls at once, each on its own thread and cell; the first
+// error is returned once all have ended.
+absl::Status ConcurrentRuns(Client& client, const std::string& prefix, int n) {
+  std::vector<absl::Status> results(n);
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (int t = 0; t < n; ++t) {
+    threads.emplace_back([&client, &results, &prefix, t] {
+      results[t] = client.Run(absl::StrCat(prefix, t));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : results) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
 absl::Status Bench(const Options& o) {
   grpc::ChannelArguments args;
   std::shared_ptr<grpc::Channel> channel =
@@ -267,7 +296,17 @@ absl::Status Bench(const Options& o) {
   }
   Client client(channel);
 
-  enum { kList, kSequence, kCreate, kStart, kWait, kDelete, kRun, kRows };
+  enum {
+    kList,
+    kSequence,
+    kCreate,
+    kStart,
+    kWait,
+    kDelete,
+    kRun,
+    kConcurrent,
+    kRows
+  };
   std::vector<Series> rows(kRows);
   rows[kList].name = "Cells.List (empty): gRPC floor";
   rows[kSequence].name = "create+start+wait+delete";
@@ -276,6 +315,8 @@ absl::Status Bench(const Options& o) {
   rows[kWait].name = "  Executables.Wait";
   rows[kDelete].name = "  Cells.Delete";
   rows[kRun].name = "Cells.Run (one call)";
+  rows[kConcurrent].name =
+      absl::StrCat(o.concurrency, " concurrent Cells.Run (all done)");
   for (Series& s : rows) s.ms.reserve(o.runs);
 
   const std::string prefix = absl::StrCat("apibench-", getpid(), "-");
@@ -298,6 +339,11 @@ absl::Status Bench(const Options& o) {
     start = Clock::now();
     RETURN_IF_ERROR(client.Run(absl::StrCat(prefix, "r", i)));
     if (keep) rows[kRun].ms.push_back(MsSince(start, Clock::now()));
+
+    start = Clock::now();
+    RETURN_IF_ERROR(ConcurrentRuns(client, absl::StrCat(prefix, "c", i, "-"),
+                                   o.concurrency));
+    if (keep) rows[kConcurrent].ms.push_back(MsSince(start, Clock::now()));
   }
 
   if (!o.tsv) {
