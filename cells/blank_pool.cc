@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/log.h"
+#include "runtime/process.h"
 #include "runtime/resource_limits.h"
 #include "runtime/spawn/spawn.h"
 #include "runtime/status.h"
@@ -135,7 +136,8 @@ void BlankPool::Make(int ns_flags) {
     absl::MutexLock lock(&mu_);
     --pending_[ns_flags];
     if (closing_) return;
-    blank->cgroup = absl::StrCat(kPoolCgroupPrefix, getpid(), "-", ++serial_);
+    blank->cgroup =
+        absl::StrCat(kPoolCgroupPrefix, CurrentPid(), "-", ++serial_);
   }
   absl::Status s = cgroups_->Create(blank->cgroup, {});
   if (s.ok()) {

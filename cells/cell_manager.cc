@@ -14,6 +14,7 @@
 #include "cells/spec_validation.h"
 #include "runtime/host_info.h"
 #include "runtime/log.h"
+#include "runtime/process.h"
 #include "runtime/status.h"
 
 namespace mycel::cells {
@@ -181,12 +182,13 @@ CellManager::~CellManager() = default;
 
 std::vector<pid_t> CellManager::DefaultProtectedPids() {
   std::vector<pid_t> pids = {1};
-  if (getpid() != 1) pids.push_back(getpid());
+  const pid_t self = CurrentPid();
+  if (self != 1) pids.push_back(self);
   // kill(-pgid) reaches the daemon too when it is not its group's leader
   // (started from a script, say). 0: a group in an ancestor pid namespace,
   // which a cell below this daemon cannot name either.
-  const pid_t group = getpgrp();
-  if (group > 1 && group != getpid()) pids.push_back(group);
+  const pid_t group = CurrentProcessGroup();
+  if (group > 1 && group != self) pids.push_back(group);
   return pids;
 }
 
@@ -385,7 +387,7 @@ absl::Status CellManager::DeleteCell(const std::string& name, bool force) {
     // background.
     std::string doomed;
     if (cgroups_->can_rename()) {
-      doomed = absl::StrCat(kDeletedCgroupPrefix, name, "-", getpid(), "-",
+      doomed = absl::StrCat(kDeletedCgroupPrefix, name, "-", CurrentPid(), "-",
                             ++deleted_serial_);
       if (!cgroups_->Rename(name, doomed).ok()) doomed.clear();
     }

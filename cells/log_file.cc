@@ -1,6 +1,5 @@
 #include "cells/log_file.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -13,7 +12,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/fs.h"
 #include "runtime/log.h"
+#include "runtime/process.h"
 #include "runtime/status.h"
 
 namespace mycel::cells {
@@ -62,51 +63,45 @@ absl::StatusOr<std::string> MoveLogDirToTrash(const std::string& state_dir,
   static std::atomic<uint64_t> serial{0};
   std::string from = LogDir(state_dir, cell);
   std::string to = absl::StrCat(state_dir, "/logs/", kTrashPrefix, cell, "-",
-                                getpid(), "-", ++serial);
-  if (rename(from.c_str(), to.c_str()) != 0) {
-    if (errno == ENOENT) {
-      return absl::NotFoundError(absl::StrCat("no logs at ", from));
-    }
-    return PosixError(absl::StrCat("rename ", from, " to ", to), errno);
+                                CurrentPid(), "-", ++serial);
+  absl::Status s = Rename(from, to);
+  if (absl::IsNotFound(s)) {
+    return absl::NotFoundError(absl::StrCat("no logs at ", from));
   }
+  RETURN_IF_ERROR(s);
   return to;
 }
 
 void RemoveLogDir(const std::string& dir) {
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) {
-    if (errno != ENOENT) {
+  absl::StatusOr<std::vector<std::string>> names = ListDir(dir);
+  if (!names.ok()) {
+    if (!absl::IsNotFound(names.status())) {
       log::Warn("cannot remove logs",
-                {{"dir", dir}, {"error", PosixError("opendir", errno)}});
+                {{"dir", dir}, {"error", names.status()}});
     }
     return;
   }
-  while (struct dirent* e = readdir(d)) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    std::string path = absl::StrCat(dir, "/", e->d_name);
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-      log::Warn("cannot remove log",
-                {{"path", path}, {"error", PosixError("unlink", errno)}});
+  for (const std::string& name : *names) {
+    std::string path = absl::StrCat(dir, "/", name);
+    if (absl::Status s = RemoveFile(path); !s.ok() && !absl::IsNotFound(s)) {
+      log::Warn("cannot remove log", {{"path", path}, {"error", s}});
     }
   }
-  closedir(d);
-  if (rmdir(dir.c_str()) != 0 && errno != ENOENT) {
-    log::Warn("cannot remove logs",
-              {{"dir", dir}, {"error", PosixError("rmdir", errno)}});
+  if (absl::Status s = RemoveDir(dir); !s.ok() && !absl::IsNotFound(s)) {
+    log::Warn("cannot remove logs", {{"dir", dir}, {"error", s}});
   }
 }
 
 void EmptyLogTrash(const std::string& state_dir) {
   std::string logs = absl::StrCat(state_dir, "/logs");
-  DIR* d = opendir(logs.c_str());
-  if (d == nullptr) return;  // no logs yet
+  absl::StatusOr<std::vector<std::string>> names = ListDir(logs);
+  if (!names.ok()) return;  // no logs yet
   std::vector<std::string> trash;
-  while (struct dirent* e = readdir(d)) {
-    if (absl::StartsWith(e->d_name, kTrashPrefix)) {
-      trash.push_back(absl::StrCat(logs, "/", e->d_name));
+  for (const std::string& name : *names) {
+    if (absl::StartsWith(name, kTrashPrefix)) {
+      trash.push_back(absl::StrCat(logs, "/", name));
     }
   }
-  closedir(d);
   for (const std::string& dir : trash) RemoveLogDir(dir);
 }
 

@@ -5,12 +5,9 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,11 +27,19 @@
 #include "absl/time/time.h"
 #include "cells/log_file.h"
 #include "cells/log_keeper_protocol.h"
+#include "runtime/epoll.h"
+#include "runtime/fd.h"
+#include "runtime/fs.h"
 #include "runtime/log.h"
+#include "runtime/peer_process.h"
 #include "runtime/pid_lock.h"
+#include "runtime/process.h"
+#include "runtime/resource_limits.h"
 #include "runtime/signals.h"
 #include "runtime/status.h"
+#include "runtime/syscalls.h"
 #include "runtime/unique_fd.h"
+#include "runtime/unix_socket.h"
 
 namespace mycel::cells {
 
@@ -145,7 +150,7 @@ class Keeper {
   std::unique_ptr<char[]> buf_;  // kKeeperBufferBytes, for every stream
   std::optional<PidLock> lock_;
   UniqueFd listener_;
-  UniqueFd epoll_;
+  Epoll epoll_;
   UniqueFd controller_;
   bool hello_done_ = false;
   bool had_controller_ = false;
@@ -155,44 +160,24 @@ class Keeper {
 };
 
 absl::StatusOr<bool> Keeper::Start() {
-  struct stat st;
-  if (stat(state_dir_.c_str(), &st) != 0) {
-    return PosixError(absl::StrCat("state dir ", state_dir_), errno);
+  if (absl::StatusOr<FileInfo> st = Stat(state_dir_); !st.ok()) {
+    return Annotate(st.status(), "state dir");
   }
   absl::StatusOr<PidLock> lock =
       PidLock::Acquire(LogKeeperLockPath(state_dir_));
   if (absl::IsFailedPrecondition(lock.status())) return false;
   if (!lock.ok()) return lock.status();
   lock_.emplace(*std::move(lock));
-  if (mkdir(logs_dir_.c_str(), 0700) != 0 && errno != EEXIST) {
-    return PosixError(absl::StrCat("mkdir ", logs_dir_), errno);
+  if (absl::Status s = MakeDir(logs_dir_, 0700);
+      !s.ok() && !absl::IsAlreadyExists(s)) {
+    return s;
   }
-
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  if (socket_path_.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("socket path ", socket_path_, " is longer than ",
-                     sizeof(addr.sun_path) - 1, " bytes"));
-  }
-  memcpy(addr.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
   // We hold the lock, so a socket at the path is a dead keeper's.
-  if (unlink(socket_path_.c_str()) != 0 && errno != ENOENT) {
-    return PosixError(absl::StrCat("unlink stale ", socket_path_), errno);
+  if (absl::Status s = RemoveFile(socket_path_);
+      !s.ok() && !absl::IsNotFound(s)) {
+    return Annotate(s, "stale socket");
   }
-  listener_.reset(
-      socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!listener_) return PosixError("socket", errno);
-  if (bind(listener_.get(), reinterpret_cast<struct sockaddr*>(&addr),
-           sizeof(addr)) != 0) {
-    return PosixError(absl::StrCat("bind ", socket_path_), errno);
-  }
-  if (chmod(socket_path_.c_str(), 0600) != 0) {
-    return PosixError(absl::StrCat("chmod ", socket_path_), errno);
-  }
-  if (listen(listener_.get(), 8) != 0) {
-    return PosixError(absl::StrCat("listen ", socket_path_), errno);
-  }
+  ASSIGN_OR_RETURN(listener_, ListenUnixSeqpacket(socket_path_, 0600, 8));
   // Each stream holds three descriptors; a few more are the keeper's own.
   // Refusing an OPEN is better than failing to accept the controller.
   struct rlimit nofile;
@@ -201,20 +186,14 @@ absl::StatusOr<bool> Keeper::Start() {
     max_streams_ = std::min<size_t>(
         max_streams_, nofile.rlim_cur > 64 ? (nofile.rlim_cur - 64) / 3 : 0);
   }
-  epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
-  if (!epoll_) return PosixError("epoll_create1", errno);
-  struct epoll_event ev = {};
-  ev.events = EPOLLIN;
-  ev.data.fd = listener_.get();
-  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &ev) != 0) {
-    return PosixError("epoll_ctl", errno);
-  }
+  ASSIGN_OR_RETURN(epoll_, Epoll::Create());
+  RETURN_IF_ERROR(epoll_.Add(listener_.get(), EPOLLIN));
   return true;
 }
 
 int Keeper::Run() {
-  log::Info("log keeper started",
-            {{"state_dir", state_dir_}, {"pid", static_cast<int>(getpid())}});
+  log::Info("log keeper started", {{"state_dir", state_dir_},
+                                   {"pid", static_cast<int>(CurrentPid())}});
   const auto started = std::chrono::steady_clock::now();
   struct epoll_event events[64];
   int code = 0;
@@ -229,7 +208,7 @@ int Keeper::Run() {
       if (had_controller_ || left.count() <= 0) break;
       timeout_ms = static_cast<int>(left.count()) + 1;
     }
-    int n = epoll_wait(epoll_.get(), events, 64, timeout_ms);
+    int n = epoll_.Wait(events, 64, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       log::Error("log keeper stops",
@@ -249,55 +228,48 @@ int Keeper::Run() {
     }
   }
   // Whoever connects from now on must find no socket and start a keeper.
-  unlink(socket_path_.c_str());
+  RemoveFile(socket_path_).IgnoreError();
   log::Info("log keeper exits", {{"state_dir", state_dir_}});
   return code;
 }
 
 void Keeper::Accept() {
   for (;;) {
-    UniqueFd c(accept4(listener_.get(), nullptr, nullptr,
-                       SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!c) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN) {
-        log::Warn("log keeper cannot accept",
-                  {{"error", PosixError("accept4", errno)}});
+    absl::StatusOr<UniqueFd> accepted = AcceptConnection(listener_.get());
+    if (!accepted.ok()) {
+      // UNAVAILABLE: EAGAIN, no connection waits.
+      if (!absl::IsUnavailable(accepted.status())) {
+        log::Warn("log keeper cannot accept", {{"error", accepted.status()}});
       }
       return;
     }
+    UniqueFd c = *std::move(accepted);
     // The socket is 0600, so only our uid can connect; checked again here
     // because the path's directory is not ours to trust blindly.
-    struct ucred cred = {};
-    socklen_t len = sizeof(cred);
-    if (getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-        cred.uid != geteuid()) {
+    absl::StatusOr<PeerProcess> peer = PeerCredentials(c.get());
+    if (!peer.ok() || peer->uid != EffectiveUid()) {
       log::Warn("log keeper refused a connection from another user",
-                {{"uid", static_cast<int64_t>(cred.uid)}});
+                {{"uid", static_cast<int64_t>(peer.ok() ? peer->uid : 0)}});
       continue;
     }
     // One daemon runs per state directory (it holds a lock there), so a
     // new controller means the old one is gone, or hung, or its socket
     // lives on in some process it left behind: the newest wins.
     if (controller_) DropController("replaced by a new controller");
-    struct epoll_event ev = {};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.fd = c.get();
-    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c.get(), &ev) != 0) {
-      log::Warn("log keeper cannot watch its controller",
-                {{"error", PosixError("epoll_ctl", errno)}});
+    if (absl::Status s = epoll_.Add(c.get(), EPOLLIN | EPOLLRDHUP); !s.ok()) {
+      log::Warn("log keeper cannot watch its controller", {{"error", s}});
       continue;
     }
     controller_ = std::move(c);
     hello_done_ = false;
     had_controller_ = true;
     log::Debug("log keeper controller connected",
-               {{"pid", static_cast<int>(cred.pid)}});
+               {{"pid", static_cast<int>(peer->pid)}});
   }
 }
 
 void Keeper::DropController(absl::string_view why) {
-  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, controller_.get(), nullptr);
+  epoll_.Remove(controller_.get());
   controller_.reset();
   hello_done_ = false;
   log::Debug("log keeper controller gone", {{"why", why}});
@@ -397,7 +369,7 @@ absl::Status Keeper::Serve(const char* data, size_t size, bool truncated,
           " is not spoken; this keeper speaks 1 to ", kKeeperProtocolVersion));
     }
     reply->version = std::min(req.version, kKeeperProtocolVersion);
-    reply->pid = static_cast<int32_t>(getpid());
+    reply->pid = static_cast<int32_t>(CurrentPid());
     hello_done_ = true;
     return absl::OkStatus();
   }
@@ -507,47 +479,39 @@ absl::Status Keeper::Open(absl::string_view id, absl::string_view path,
     fresh->id = std::string(id);
     fresh->path = std::string(path);
     fresh->cap = cap;
-    int ends[2];
-    if (pipe2(ends, O_CLOEXEC) != 0) return PosixError("pipe2", errno);
-    fresh->read_end.reset(ends[0]);
-    fresh->write_end.reset(ends[1]);
+    ASSIGN_OR_RETURN(Pipe pipe, MakePipe());
+    fresh->read_end = std::move(pipe.read_end);
+    fresh->write_end = std::move(pipe.write_end);
     // Only the read end is non-blocking (the two ends are separate open
     // files): a writer that fills the pipe waits for the keeper.
-    if (fcntl(fresh->read_end.get(), F_SETFL, O_NONBLOCK) != 0) {
-      return PosixError("fcntl O_NONBLOCK", errno);
-    }
-    if (fcntl(fresh->read_end.get(), F_SETPIPE_SZ,
-              static_cast<int>(kKeeperPipeBytes)) < 0) {
+    RETURN_IF_ERROR(SetNonBlocking(fresh->read_end.get(), true));
+    if (absl::Status s = SetPipeSize(fresh->read_end.get(),
+                                     static_cast<int>(kKeeperPipeBytes));
+        !s.ok()) {
       log::Warn("log keeper keeps the default pipe size",
-                {{"stream", fresh->id},
-                 {"error", PosixError("F_SETPIPE_SZ", errno)}});
+                {{"stream", fresh->id}, {"error", s}});
     }
     // A stream that a new keeper takes over continues the positions of the
     // files it finds.
-    UniqueFd previous(
-        open(rotated.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
-    struct stat st;
-    if (previous && fstat(previous.get(), &st) == 0) {
-      if (std::optional<uint64_t> o = ReadStreamOffset(previous.get())) {
-        fresh->end_offset = *o + static_cast<uint64_t>(st.st_size);
+    absl::StatusOr<UniqueFd> previous =
+        mycel::OpenFile(rotated, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    if (previous.ok()) {
+      absl::StatusOr<FileInfo> st = StatFd(previous->get(), rotated);
+      if (st.ok()) {
+        if (std::optional<uint64_t> o = ReadStreamOffset(previous->get())) {
+          fresh->end_offset = *o + static_cast<uint64_t>(st->size);
+        }
       }
     }
     // The file is made when the first output arrives (Append), so that
     // an executable that prints nothing costs no file, and a start pays a
     // pipe rather than a file creation. Something other than a regular
     // file at the path is refused now, as opening it would be later.
-    struct stat existing;
-    if (lstat(fresh->path.c_str(), &existing) == 0 &&
-        !S_ISREG(existing.st_mode)) {
+    absl::StatusOr<FileInfo> existing = LinkStat(fresh->path);
+    if (existing.ok() && !existing->is_regular()) {
       return PosixError(absl::StrCat("open ", path), EINVAL);
     }
-    struct epoll_event ev = {};
-    ev.events = EPOLLIN;
-    ev.data.fd = fresh->read_end.get();
-    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fresh->read_end.get(), &ev) !=
-        0) {
-      return PosixError("epoll_ctl", errno);
-    }
+    RETURN_IF_ERROR(epoll_.Add(fresh->read_end.get(), EPOLLIN));
     s = fresh.get();
     by_read_fd_[s->read_end.get()] = s;
     streams_.emplace(s->id, std::move(fresh));
@@ -557,19 +521,18 @@ absl::Status Keeper::Open(absl::string_view id, absl::string_view path,
   // Every dup shares one open file: a process that made its stdout
   // non-blocking (Node.js does) made it so for the next one too, which
   // would then see EAGAIN on a full pipe instead of waiting.
-  int flags = fcntl(s->write_end.get(), F_GETFL);
-  if (flags >= 0 && (flags & O_NONBLOCK) != 0) {
-    fcntl(s->write_end.get(), F_SETFL, flags & ~O_NONBLOCK);
-  }
-  pass->reset(fcntl(s->write_end.get(), F_DUPFD_CLOEXEC, 0));
-  if (!*pass) return PosixError("dup pipe", errno);
+  // Best effort, as the write end passes all the same.
+  SetNonBlocking(s->write_end.get(), false).IgnoreError();
+  absl::StatusOr<UniqueFd> dup = DupCloexec(s->write_end.get());
+  if (!dup.ok()) return Annotate(dup.status(), "dup pipe");
+  *pass = *std::move(dup);
   reply->bytes_written = s->written;
   reply->bytes_dropped = s->dropped;
   return absl::OkStatus();
 }
 
 void Keeper::Forget(Stream* s) {
-  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s->read_end.get(), nullptr);
+  epoll_.Remove(s->read_end.get());
   by_read_fd_.erase(s->read_end.get());
   log::Debug(
       "log stream closed",
@@ -579,16 +542,14 @@ void Keeper::Forget(Stream* s) {
 }
 
 size_t Keeper::PipeBytes(const Stream& s) const {
-  int n = 0;
-  if (ioctl(s.read_end.get(), FIONREAD, &n) != 0 || n < 0) return 0;
-  return static_cast<size_t>(n);
+  return BytesReadable(s.read_end.get());
 }
 
 size_t Keeper::Drain(Stream* s, size_t budget) {
   size_t total = 0;
   while (total < budget) {
     size_t want = std::min(kKeeperBufferBytes, budget - total);
-    ssize_t n = read(s->read_end.get(), buf_.get(), want);
+    ssize_t n = sys::Read(s->read_end.get(), buf_.get(), want);
     if (n > 0) {
       Append(s, buf_.get(), static_cast<size_t>(n));
       total += static_cast<size_t>(n);
@@ -650,7 +611,7 @@ void Keeper::Append(Stream* s, const char* p, size_t n) {
 size_t Keeper::WriteAll(Stream* s, const char* p, size_t n, int* err) {
   size_t done = 0;
   while (done < n) {
-    ssize_t w = write(s->file.get(), p + done, n - done);
+    ssize_t w = sys::Write(s->file.get(), p + done, n - done);
     if (w > 0) {
       done += static_cast<size_t>(w);
     } else if (w < 0 && errno == EINTR) {
@@ -672,7 +633,7 @@ int Keeper::MakeParentDirs(const std::string& path) const {
   for (size_t slash = path.find('/', logs_dir_.size() + 1);
        slash != std::string::npos; slash = path.find('/', slash + 1)) {
     std::string dir = path.substr(0, slash);
-    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return errno;
+    if (sys::Mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return errno;
   }
   return 0;
 }
@@ -681,15 +642,15 @@ int Keeper::OpenFile(Stream* s) {
   if (int err = MakeParentDirs(s->path); err != 0) return err;
   // O_NONBLOCK: a FIFO planted at the path must fail the open (ENXIO), not
   // hang the keeper; regular files ignore it.
-  UniqueFd fd(open(s->path.c_str(),
-                   O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
-                       O_NOCTTY | O_NONBLOCK,
-                   0600));
+  UniqueFd fd(sys::Open(s->path.c_str(),
+                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+                            O_NOCTTY | O_NONBLOCK,
+                        0600));
   if (!fd) return errno;
   struct stat st;
-  if (fstat(fd.get(), &st) != 0) return errno;
+  if (sys::Fstat(fd.get(), &st) != 0) return errno;
   if (!S_ISREG(st.st_mode)) return EINVAL;  // a FIFO or device: not ours
-  if ((st.st_mode & 07777) != 0600) fchmod(fd.get(), 0600);
+  if ((st.st_mode & 07777) != 0600) sys::Fchmod(fd.get(), 0600);
   s->file_size = static_cast<uint64_t>(st.st_size);
   if (std::optional<uint64_t> o = ReadStreamOffset(fd.get())) {
     s->file_offset = *o;
@@ -706,7 +667,7 @@ int Keeper::OpenFile(Stream* s) {
   s->end_offset = s->file_offset + s->file_size;
   s->at_line_start = true;
   char last;
-  if (st.st_size > 0 && pread(fd.get(), &last, 1, st.st_size - 1) == 1) {
+  if (st.st_size > 0 && sys::Pread(fd.get(), &last, 1, st.st_size - 1) == 1) {
     s->at_line_start = last == '\n';
   }
   s->file = std::move(fd);
@@ -716,7 +677,7 @@ int Keeper::OpenFile(Stream* s) {
 int Keeper::Rotate(Stream* s) {
   const std::string rotated = RotatedLogPath(s->path);
   // ENOENT: the file was removed under us; a new one starts all the same.
-  if (rename(s->path.c_str(), rotated.c_str()) != 0 && errno != ENOENT) {
+  if (sys::Rename(s->path.c_str(), rotated.c_str()) != 0 && errno != ENOENT) {
     return errno;
   }
   // Never written again once renamed: readers rely on it.
@@ -747,7 +708,8 @@ int Keeper::Recover(Stream* s) {
   if (done < line.size()) {
     // Half a notice would be read as output; take it back.
     if (done > 0 &&
-        ftruncate(s->file.get(), static_cast<off_t>(size_before)) == 0) {
+        Truncate(s->file.get(), static_cast<off_t>(size_before), s->path)
+            .ok()) {
       s->file_size = size_before;
       s->end_offset -= done;
       s->at_line_start = at_line_start_before;
@@ -783,39 +745,29 @@ void IgnoreEndingSignals() {
         std::find(faults.begin(), faults.end(), sig) != faults.end()) {
       continue;
     }
-    signal(sig, SIG_IGN);  // glibc's own real-time signals refuse: fine
+    IgnoreSignal(sig);  // glibc's own real-time signals refuse: fine
   }
   GuardFaultSignals();
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
+  UnblockAllSignals();
 }
 
 }  // namespace
 
 int LogKeeperMain(const std::string& state_dir) {
-  prctl(PR_SET_NAME, kLogKeeperName, 0, 0, 0);
+  SetThreadName(kLogKeeperName);
   // Its memory holds workloads' output on its way to disk.
-  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  SetDumpable(false).IgnoreError();
   IgnoreEndingSignals();
   umask(077);
-  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null_fd >= 0) {
-    dup2(null_fd, STDIN_FILENO);
-    if (null_fd != STDIN_FILENO) close(null_fd);
-  }
-  setsid();  // no-op when spawned (already a session leader)
+  StdinFromDevNull().IgnoreError();
+  // No-op when spawned (already a session leader).
+  StartSession().IgnoreError();
   if (chdir("/") != 0) {
     log::Warn("log keeper cannot chdir to /",
               {{"error", PosixError("chdir", errno)}});
   }
   // Each stream holds three descriptors.
-  struct rlimit nofile;
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
-      nofile.rlim_cur < nofile.rlim_max) {
-    nofile.rlim_cur = nofile.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &nofile);
-  }
+  RaiseOpenFileLimit().IgnoreError();
   std::string dir = state_dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   if (dir.empty() || dir[0] != '/') {

@@ -4,9 +4,6 @@
 #include <limits.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/time.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,8 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cells/log_keeper.h"
+#include "runtime/fs.h"
 #include "runtime/spawn/spawn.h"
 #include "runtime/status.h"
+#include "runtime/unix_socket.h"
 
 namespace mycel::cells {
 
@@ -39,11 +38,6 @@ absl::Status KeeperError(int32_t code, absl::string_view message) {
     c = absl::StatusCode::kUnknown;
   }
   return absl::Status(c, absl::StrCat("log keeper: ", message));
-}
-
-void SetTimeout(int fd, int option, absl::Duration d) {
-  struct timeval tv = absl::ToTimeval(d);
-  setsockopt(fd, SOL_SOCKET, option, &tv, sizeof(tv));
 }
 
 KeeperRequest NewRequest(KeeperOp op) {
@@ -86,9 +80,8 @@ absl::StatusOr<std::unique_ptr<LogKeeperClient>> LogKeeperClient::Connect(
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   // A keeper started for a missing directory would only fail to start,
   // and the wait for it say less than this.
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0) {
-    return PosixError(absl::StrCat("state dir ", dir), errno);
+  if (absl::StatusOr<FileInfo> st = Stat(dir); !st.ok()) {
+    return Annotate(st.status(), "state dir");
   }
   if (!options.spawn) options.spawn = SpawnKeeperProcess;
   std::unique_ptr<LogKeeperClient> client(
@@ -147,28 +140,17 @@ absl::Status LogKeeperClient::EnsureConnected() {
 }
 
 absl::Status LogKeeperClient::TryConnect() {
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  if (socket_path_.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("log keeper socket path ", socket_path_,
-                     " is longer than ", sizeof(addr.sun_path) - 1, " bytes"));
+  absl::StatusOr<UniqueFd> fd = ConnectUnixSeqpacket(socket_path_);
+  // NOT_FOUND: no socket (ENOENT); UNAVAILABLE: no one listens on it
+  // (ECONNREFUSED).
+  if (absl::IsNotFound(fd.status()) || absl::IsUnavailable(fd.status())) {
+    return absl::UnavailableError(
+        absl::StrCat("no log keeper listens on ", socket_path_));
   }
-  memcpy(addr.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
-  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (!fd) return PosixError("socket", errno);
-  if (connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr),
-              sizeof(addr)) != 0) {
-    int err = errno;
-    if (err == ENOENT || err == ECONNREFUSED) {
-      return absl::UnavailableError(
-          absl::StrCat("no log keeper listens on ", socket_path_));
-    }
-    return PosixError(absl::StrCat("connect ", socket_path_), err);
-  }
-  SetTimeout(fd.get(), SO_RCVTIMEO, options_.call_timeout);
-  SetTimeout(fd.get(), SO_SNDTIMEO, options_.call_timeout);
-  sock_ = std::move(fd);
+  if (!fd.ok()) return Annotate(fd.status(), "log keeper");
+  // Best effort: without them a hung keeper blocks a call for longer.
+  SetSocketTimeouts(fd->get(), options_.call_timeout).IgnoreError();
+  sock_ = *std::move(fd);
   KeeperRequest hello = NewRequest(KeeperOp::kHello);
   hello.version = kKeeperProtocolVersion;
   KeeperReply reply;

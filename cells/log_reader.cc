@@ -2,8 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <memory>
@@ -11,7 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "cells/log_file.h"
+#include "runtime/fs.h"
 #include "runtime/status.h"
+#include "runtime/syscalls.h"
 
 namespace mycel::cells {
 namespace {
@@ -23,8 +23,8 @@ constexpr size_t kScanBlockBytes = 64 << 10;
 constexpr int kSnapshotAttempts = 10;
 constexpr int kStepsPerRead = 8;
 
-bool SameFile(dev_t dev, ino_t ino, const struct stat& st) {
-  return st.st_dev == dev && st.st_ino == ino;
+bool SameFile(dev_t dev, ino_t ino, const FileInfo& info) {
+  return info.dev == dev && info.ino == ino;
 }
 
 // Reads [offset, offset + n) of `fd` into `buf`; what exists of it.
@@ -33,7 +33,7 @@ absl::StatusOr<size_t> ReadAt(int fd, char* buf, size_t n, uint64_t offset,
   size_t done = 0;
   while (done < n) {
     ssize_t r =
-        pread(fd, buf + done, n - done, static_cast<off_t>(offset + done));
+        sys::Pread(fd, buf + done, n - done, static_cast<off_t>(offset + done));
     if (r < 0) {
       if (errno == EINTR) continue;
       return PosixError(absl::StrCat("read ", path), errno);
@@ -52,20 +52,16 @@ LogReader::LogReader(std::string path)
 absl::Status LogReader::OpenIfExists(const std::string& path,
                                      File* file) const {
   *file = File();
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
-  if (!fd) {
-    if (errno == ENOENT) return absl::OkStatus();
-    return PosixError(absl::StrCat("open ", path), errno);
-  }
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) {
-    return PosixError(absl::StrCat("stat ", path), errno);
-  }
-  file->dev = st.st_dev;
-  file->ino = st.st_ino;
-  file->size = static_cast<uint64_t>(st.st_size);
-  file->stream_offset = ReadStreamOffset(fd.get());
-  file->fd = std::move(fd);
+  absl::StatusOr<UniqueFd> fd =
+      OpenFile(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+  if (absl::IsNotFound(fd.status())) return absl::OkStatus();
+  RETURN_IF_ERROR(fd.status());
+  ASSIGN_OR_RETURN(FileInfo st, StatFd(fd->get(), path));
+  file->dev = st.dev;
+  file->ino = st.ino;
+  file->size = static_cast<uint64_t>(st.size);
+  file->stream_offset = ReadStreamOffset(fd->get());
+  file->fd = *std::move(fd);
   return absl::OkStatus();
 }
 
@@ -78,14 +74,14 @@ absl::StatusOr<LogReader::Snapshot> LogReader::TakeSnapshot() const {
     // not its successor. Every rotation replaces `path`.1 (with a file that
     // cannot have `s.rotated`'s inode, which is held open), so finding it
     // unchanged proves that none happened.
-    struct stat st;
+    absl::StatusOr<FileInfo> st = Stat(rotated_path_);
     bool unchanged;
-    if (stat(rotated_path_.c_str(), &st) == 0) {
-      unchanged = s.rotated.fd && SameFile(s.rotated.dev, s.rotated.ino, st);
-    } else if (errno == ENOENT) {
+    if (st.ok()) {
+      unchanged = s.rotated.fd && SameFile(s.rotated.dev, s.rotated.ino, *st);
+    } else if (absl::IsNotFound(st.status())) {
       unchanged = !s.rotated.fd;
     } else {
-      return PosixError(absl::StrCat("stat ", rotated_path_), errno);
+      return st.status();
     }
     if (s.rotated.fd && s.current.fd && s.rotated.dev == s.current.dev &&
         s.rotated.ino == s.current.ino) {
@@ -198,14 +194,14 @@ absl::StatusOr<size_t> LogReader::Read(char* buf, size_t n) {
       return got;
     }
     if (!finished_) {
-      struct stat st;
-      if (stat(path_.c_str(), &st) != 0) {
+      absl::StatusOr<FileInfo> st = Stat(path_);
+      if (!st.ok()) {
         // Between a rotation's rename and its new file; or the log was
         // removed. Either way nothing more to read yet.
-        if (errno == ENOENT) return 0;
-        return PosixError(absl::StrCat("stat ", path_), errno);
+        if (absl::IsNotFound(st.status())) return 0;
+        return st.status();
       }
-      if (SameFile(file_.dev, file_.ino, st)) return 0;  // caught up
+      if (SameFile(file_.dev, file_.ino, *st)) return 0;  // caught up
       // Renamed: the keeper wrote its last bytes before the rename, so
       // read again to its end before going on.
       finished_ = true;

@@ -1,16 +1,16 @@
 #include "cells/run_session.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <boost/asio/post.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/fd.h"
 #include "runtime/log.h"
 #include "runtime/random.h"
 #include "runtime/status.h"
+#include "runtime/syscalls.h"
 #include "runtime/unique_fd.h"
 
 namespace mycel::cells {
@@ -35,16 +35,16 @@ absl::StatusOr<std::shared_ptr<RunSession>> RunSession::Start(
   // the log; the daemon keeps only the read ends, non-blocking.
   UniqueFd read_end[2], write_end[2];
   for (int i = 0; i < 2; ++i) {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) {
+    absl::StatusOr<Pipe> p = MakePipe();
+    if (!p.ok()) {
       remove_cell();
-      return PosixError("pipe2", errno);
+      return p.status();
     }
-    read_end[i].reset(p[0]);
-    write_end[i].reset(p[1]);
-    if (fcntl(p[0], F_SETFL, O_NONBLOCK) != 0) {
+    read_end[i] = std::move(p->read_end);
+    write_end[i] = std::move(p->write_end);
+    if (absl::Status s = SetNonBlocking(read_end[i].get(), true); !s.ok()) {
       remove_cell();
-      return PosixError("fcntl(O_NONBLOCK)", errno);
+      return s;
     }
   }
   mycel::v1::ExecutableSpec exe;
@@ -122,7 +122,7 @@ void RunSession::OnReadable(int i) {
   data->resize(kChunkBytes);
   ssize_t n;
   do {
-    n = read(pipes_[i]->native_handle(), data->data(), data->size());
+    n = sys::Read(pipes_[i]->native_handle(), data->data(), data->size());
   } while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
     ReadFrom(i);

@@ -1,5 +1,4 @@
 // mycel run
-#include <errno.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -10,23 +9,13 @@
 #include "cli/cli.h"
 #include "cli/executable.h"
 #include "mycel/v1/cells.grpc.pb.h"
+#include "runtime/fs.h"
 
 namespace mycel::cli {
 namespace {
 
 // `mycel run` exits 127 when the command does not exist, as docker run.
 constexpr int kRunNotFound = 127;
-
-bool WriteAll(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
-}
 
 int Run(Context& ctx, const std::vector<std::string>& args) {
   std::set<std::string> values = CellValueFlags();
@@ -63,9 +52,11 @@ int Run(Context& ctx, const std::vector<std::string>& args) {
     if (ev.has_exit()) {
       exit = ev.exit();
     } else if (ev.event_case() == mycel::v1::RunEvent::kStdout) {
-      WriteAll(STDOUT_FILENO, ev.stdout());
+      // A closed stdout (`mycel run ... | head`) loses the rest of the
+      // output; the command runs on and its exit code still counts.
+      WriteAll(STDOUT_FILENO, ev.stdout(), "stdout").IgnoreError();
     } else if (ev.event_case() == mycel::v1::RunEvent::kStderr) {
-      WriteAll(STDERR_FILENO, ev.stderr());
+      WriteAll(STDERR_FILENO, ev.stderr(), "stderr").IgnoreError();
     }
   }
   grpc::Status st = reader->Finish();

@@ -265,7 +265,7 @@ absl::StatusOr<DaemonFlags> ParseDaemonFlags(
     }
   }
   if (config_path.empty() && !default_config.empty() &&
-      access(default_config.c_str(), R_OK) == 0) {
+      CanAccess(default_config, R_OK)) {
     config_path = default_config;
   }
   if (!config_path.empty()) {

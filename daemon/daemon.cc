@@ -21,6 +21,7 @@
 #include "runtime/fs.h"
 #include "runtime/host_info.h"
 #include "runtime/log.h"
+#include "runtime/process.h"
 #include "runtime/resource_limits.h"
 #include "runtime/signals.h"
 #include "runtime/spawn/spawn.h"
@@ -117,29 +118,24 @@ absl::Status Daemon::PrepareStateDir() {
   // The state directory holds the database (executables' environments,
   // and later the mesh's keys) and every workload's output: the daemon's
   // alone. A directory someone else owns could be swapped under us.
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0) {
-    return PosixError(absl::StrCat("state_dir: stat ", dir), errno);
-  }
-  if (st.st_uid != geteuid()) {
+  absl::StatusOr<FileInfo> st = Stat(dir);
+  RETURN_IF_ERROR(Annotate(st.status(), "state_dir"));
+  if (st->uid != EffectiveUid()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "state_dir: ", dir, " is owned by uid ", st.st_uid, "; myceld (uid ",
-        geteuid(), ") must own its state directory"));
+        "state_dir: ", dir, " is owned by uid ", st->uid, "; myceld (uid ",
+        EffectiveUid(), ") must own its state directory"));
   }
   absl::StatusOr<bool> tightened = TightenMode(dir, 0700);
   RETURN_IF_ERROR(Annotate(tightened.status(), "state_dir"));
   if (*tightened) {
     log::Warn("state directory was open to others; now 0700",
               {{"state_dir", dir},
-               {"was", absl::StrFormat("%04o", st.st_mode & 07777)}});
+               {"was", absl::StrFormat("%04o", st->mode & 07777)}});
   }
   // Listing the directory proves it is readable; taking the lock (which
   // creates a file) proves it is writable.
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) {
-    return PosixError(absl::StrCat("state_dir: cannot read ", dir), errno);
-  }
-  closedir(d);
+  RETURN_IF_ERROR(Annotate(ListDir(dir).status(),
+                           absl::StrCat("state_dir: cannot read ", dir)));
   absl::StatusOr<PidLock> lock = PidLock::Acquire(dir + "/myceld.lock");
   if (!lock.ok()) {
     if (lock.status().code() == absl::StatusCode::kFailedPrecondition) {
@@ -162,16 +158,13 @@ absl::Status Daemon::PrepareSocket() {
   socket_lock_.emplace(std::move(lock));
   // We hold the socket's lock, so whatever is at the path was left by a
   // daemon that died without cleaning up.
-  struct stat st;
-  if (lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
+  if (absl::StatusOr<FileInfo> st = LinkStat(path); st.ok()) {
+    if (!S_ISSOCK(st->mode)) {
       return absl::FailedPreconditionError(
           absl::StrCat("socket: ", path,
                        " exists and is not a socket; refusing to remove it"));
     }
-    if (unlink(path.c_str()) != 0) {
-      return PosixError(absl::StrCat("socket: remove stale ", path), errno);
-    }
+    RETURN_IF_ERROR(Annotate(RemoveFile(path), "socket: remove stale"));
     log::Warn("removed stale socket", {{"socket", path}});
   }
   return absl::OkStatus();
@@ -259,7 +252,7 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
 
   log::Info("myceld ready", {{"version", MYCEL_VERSION},
                              {"node", config_.node_name()},
-                             {"pid", static_cast<int64_t>(getpid())},
+                             {"pid", static_cast<int64_t>(CurrentPid())},
                              {"init_role", InitRoleName(role_)},
                              {"socket", config_.socket()},
                              {"tcp_port", server_->port("tcp")},
@@ -286,7 +279,7 @@ absl::Status Daemon::Start() {
   } else {
     // Orphans of our workloads come back to us rather than to the host's
     // init, so that the reaper sees them. (PID 1 gets them anyway.)
-    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    BecomeChildSubreaper().IgnoreError();
   }
   absl::StatusOr<OpenFileLimit> files = RaiseOpenFileLimit();
   if (files.ok()) {
@@ -304,7 +297,7 @@ absl::Status Daemon::Start() {
   ASSIGN_OR_RETURN(
       store_, store::Store::Open(
                   db_path, {.origin = config_.node_name(), .clock = &clock_}));
-  RETURN_IF_ERROR(store_->RecordBoot(started_, MYCEL_VERSION, getpid()));
+  RETURN_IF_ERROR(store_->RecordBoot(started_, MYCEL_VERSION, CurrentPid()));
   RETURN_IF_ERROR(PrepareSocket());
   HostInfo host = ProbeHost();
   StartCells(host);
@@ -438,12 +431,7 @@ void Daemon::OnSignal(int sig) {
 }
 
 void Daemon::LogStatus() {
-  int64_t fds = 0;
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (readdir(d) != nullptr) ++fds;
-    closedir(d);
-    fds -= 3;  // ".", ".." and the directory's own descriptor
-  }
+  int64_t fds = OpenFdCount().value_or(0);
   int64_t cells = 0, running = 0;
   if (cells_ != nullptr) {
     for (const mycel::v1::Cell& c : cells_->ListCells()) {
@@ -451,7 +439,7 @@ void Daemon::LogStatus() {
       running += c.status().executables_running();
     }
   }
-  log::Info("status", {{"pid", static_cast<int64_t>(getpid())},
+  log::Info("status", {{"pid", static_cast<int64_t>(CurrentPid())},
                        {"uptime", absl::FormatDuration(absl::Now() - started_)},
                        {"cells", cells},
                        {"executables_running", running},
@@ -487,7 +475,7 @@ void Daemon::Stop() {
   stopper_ = std::thread([this] {
     if (server_ != nullptr) {
       server_->Shutdown(std::chrono::seconds(5));
-      unlink(config_.socket().c_str());
+      RemoveFile(config_.socket()).IgnoreError();
     }
     boost::asio::post(io_, [this] {
       if (store_ != nullptr) {

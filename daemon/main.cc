@@ -4,9 +4,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -17,7 +14,10 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/init/pid1.h"
+#include "runtime/fs.h"
 #include "runtime/log.h"
+#include "runtime/mount.h"
+#include "runtime/process.h"
 #include "runtime/signals.h"
 
 namespace {
@@ -25,20 +25,15 @@ namespace {
 // As PID 1 of a machine, stderr may not even be open. Log to the kernel log
 // (which reaches the console), or to the console itself.
 void UseKernelLog() {
-  int fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd >= 0) {
-    mycel::log::SetSink(fd, /*kmsg=*/true);
+  // The sink keeps the descriptor for the life of the process.
+  absl::StatusOr<mycel::UniqueFd> fd =
+      mycel::OpenFile("/dev/kmsg", O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd.ok()) {
+    mycel::log::SetSink(fd->release(), /*kmsg=*/true);
     return;
   }
-  fd = open("/dev/console", O_WRONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd >= 0) mycel::log::SetSink(fd, /*kmsg=*/false);
-}
-
-// PID 1 of a machine must never return from main: the kernel panics.
-[[noreturn]] void ReapForever() {
-  for (;;) {
-    if (waitpid(-1, nullptr, 0) < 0) pause();
-  }
+  fd = mycel::OpenFile("/dev/console", O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd.ok()) mycel::log::SetSink(fd->release(), /*kmsg=*/false);
 }
 
 }  // namespace
@@ -83,9 +78,9 @@ int main(int argc, char** argv) {
     }
     args = std::move(flags);
     // /dev may not be mounted yet; mount it early enough to log.
-    if (access("/dev/kmsg", W_OK) != 0) {
-      mkdir("/dev", 0755);
-      mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+    if (!mycel::CanAccess("/dev/kmsg", W_OK)) {
+      // Without it, UseKernelLog tries /dev/console, then logs nowhere.
+      mycel::MountDevtmpfs("/dev").IgnoreError();
     }
     UseKernelLog();
   }
@@ -101,7 +96,7 @@ int main(int argc, char** argv) {
     mycel::log::Error("bad configuration; starting with defaults",
                       {{"error", flags.status()}});
     flags = mycel::ParseDaemonFlags({});
-    if (!flags.ok()) ReapForever();
+    if (!flags.ok()) mycel::ReapForever();
   }
   if (flags->help) {
     fputs(mycel::DaemonUsage().c_str(), stdout);

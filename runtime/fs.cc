@@ -1,7 +1,9 @@
 #include "runtime/fs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,18 +14,6 @@
 
 namespace mycel {
 namespace {
-
-absl::Status WriteAll(int fd, absl::string_view data, const std::string& what) {
-  while (!data.empty()) {
-    ssize_t n = write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return PosixError(absl::StrCat("write ", what), errno);
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return absl::OkStatus();
-}
 
 // Removes the temporary file unless disarmed.
 class TempFileGuard {
@@ -41,6 +31,78 @@ class TempFileGuard {
 };
 
 }  // namespace
+
+absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what) {
+  while (!data.empty()) {
+    ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return PosixError(absl::StrCat("write ", what), errno);
+    }
+    // write(2) of a non-empty buffer returning 0 would loop for ever.
+    if (n == 0) return PosixError(absl::StrCat("write ", what), EIO);
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UniqueFd> OpenFile(const std::string& path, int flags,
+                                  mode_t mode) {
+  UniqueFd fd(open(path.c_str(), flags, mode));
+  if (!fd) return PosixError(absl::StrCat("open ", path), errno);
+  return fd;
+}
+
+absl::Status Truncate(int fd, off_t size, absl::string_view name) {
+  if (ftruncate(fd, size) != 0) {
+    return PosixError(absl::StrCat("truncate ", name), errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MakeDir(const std::string& path, mode_t mode) {
+  if (mkdir(path.c_str(), mode) != 0) {
+    return PosixError(absl::StrCat("mkdir ", path), errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RemoveFile(const std::string& path) {
+  if (unlink(path.c_str()) != 0) {
+    return PosixError(absl::StrCat("unlink ", path), errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RemoveDir(const std::string& path) {
+  if (rmdir(path.c_str()) != 0) {
+    return PosixError(absl::StrCat("rmdir ", path), errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Rename(const std::string& from, const std::string& to) {
+  if (rename(from.c_str(), to.c_str()) != 0) {
+    return PosixError(absl::StrCat("rename ", from, " to ", to), errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) {
+  DIR* d = opendir(path.c_str());
+  if (d == nullptr) return PosixError(absl::StrCat("opendir ", path), errno);
+  std::vector<std::string> names;
+  while (struct dirent* e = readdir(d)) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    names.emplace_back(e->d_name);
+  }
+  closedir(d);
+  return names;
+}
+
+bool CanAccess(const std::string& path, int mode) {
+  return access(path.c_str(), mode) == 0;
+}
 
 absl::Status MakeDirs(const std::string& path, mode_t mode) {
   if (path.empty()) return absl::InvalidArgumentError("empty path");
@@ -195,6 +257,14 @@ absl::StatusOr<FileInfo> Stat(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     return PosixError(absl::StrCat("stat ", path), errno);
+  }
+  return ToFileInfo(st);
+}
+
+absl::StatusOr<FileInfo> StatFd(int fd, absl::string_view name) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    return PosixError(absl::StrCat("stat ", name), errno);
   }
   return ToFileInfo(st);
 }

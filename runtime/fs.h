@@ -5,8 +5,11 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/unique_fd.h"
 
 namespace mycel {
 
@@ -66,6 +69,40 @@ struct FileInfo {
 // NOT_FOUND when there is no such file.
 absl::StatusOr<FileInfo> Stat(const std::string& path);
 absl::StatusOr<FileInfo> LinkStat(const std::string& path);
+
+// fstat(2) of an open file; `name` is what an error calls it (its path).
+absl::StatusOr<FileInfo> StatFd(int fd, absl::string_view name);
+
+// open(2) of `path` with `flags` (the caller's O_CLOEXEC, O_NOFOLLOW, ...
+// exactly as given) and, when it creates the file, `mode`. NOT_FOUND when
+// there is no such file, ALREADY_EXISTS for O_EXCL on an existing one.
+absl::StatusOr<UniqueFd> OpenFile(const std::string& path, int flags,
+                                  mode_t mode = 0);
+
+// Writes all of `data` to `fd`, retrying on EINTR. An error names `what`
+// (the file's path, or "stdout").
+absl::Status WriteAll(int fd, absl::string_view data, absl::string_view what);
+
+// ftruncate(2).
+absl::Status Truncate(int fd, off_t size, absl::string_view name);
+
+// mkdir(2) of one directory. ALREADY_EXISTS when something is at `path`.
+absl::Status MakeDir(const std::string& path, mode_t mode);
+
+// unlink(2) and rmdir(2). NOT_FOUND when there is no such file.
+absl::Status RemoveFile(const std::string& path);
+absl::Status RemoveDir(const std::string& path);
+
+// rename(2). NOT_FOUND when `from` does not exist.
+absl::Status Rename(const std::string& from, const std::string& to);
+
+// The names in directory `path`, without "." and "..", in the order the
+// directory lists them. NOT_FOUND when there is no such directory.
+absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path);
+
+// access(2): whether this process may access `path` with `mode` (R_OK,
+// W_OK, X_OK, F_OK), by its real ids.
+bool CanAccess(const std::string& path, int mode);
 
 // fsync(2) of a file or directory (for a directory: so that a rename or a
 // new entry in it survives a crash).

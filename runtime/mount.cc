@@ -81,6 +81,17 @@ std::vector<MountInfo> ParseMountInfo(absl::string_view text) {
   return out;
 }
 
+absl::Status MountDevtmpfs(const std::string& target) {
+  // An existing directory is the usual case; any other failure shows in
+  // the mount's.
+  MakeDir(target, 0755).IgnoreError();
+  if (mount("devtmpfs", target.c_str(), "devtmpfs", MS_NOSUID, "mode=0755") !=
+      0) {
+    return PosixError(absl::StrCat("mount devtmpfs on ", target), errno);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status MountAll(const std::string& root,
                       const std::vector<MountSpec>& specs,
                       std::vector<std::string>* warnings) {

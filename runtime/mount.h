@@ -28,6 +28,11 @@ struct MountSpec {
 // with nsdelegate and favordynmods), /sys/kernel/tracing, /sys/fs/bpf.
 std::vector<MountSpec> SystemMounts();
 
+// Mounts a devtmpfs at `target` (nosuid, mode=0755), creating the
+// directory first if it can: what an init does when the kernel did not
+// mount /dev for it.
+absl::Status MountDevtmpfs(const std::string& target);
+
 // One line of /proc/self/mountinfo, reduced to what we use.
 struct MountInfo {
   std::string mount_point;

@@ -16,7 +16,7 @@
 
 namespace mycel {
 
-absl::StatusOr<PeerProcess> PeerOfUnixSocket(int fd) {
+absl::StatusOr<PeerProcess> PeerCredentials(int fd) {
   ucred cred;
   socklen_t len = sizeof(cred);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
@@ -26,6 +26,11 @@ absl::StatusOr<PeerProcess> PeerOfUnixSocket(int fd) {
   peer.pid = cred.pid;
   peer.uid = cred.uid;
   peer.gid = cred.gid;
+  return peer;
+}
+
+absl::StatusOr<PeerProcess> PeerOfUnixSocket(int fd) {
+  ASSIGN_OR_RETURN(PeerProcess peer, PeerCredentials(fd));
   int pidfd = -1;
   socklen_t pidfd_len = sizeof(pidfd);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &pidfd_len) == 0 &&

@@ -25,6 +25,9 @@ struct PeerProcess {
   UniqueFd pidfd;
 };
 
+// SO_PEERCRED of a connected unix socket: pid, uid and gid, no pidfd.
+absl::StatusOr<PeerProcess> PeerCredentials(int fd);
+
 // SO_PEERCRED and, where the kernel has it, SO_PEERPIDFD of a connected
 // unix socket.
 absl::StatusOr<PeerProcess> PeerOfUnixSocket(int fd);

@@ -61,4 +61,12 @@ void CatchAndDiscard(int sig) {
   sigaction(sig, &sa, nullptr);
 }
 
+bool IgnoreSignal(int sig) { return signal(sig, SIG_IGN) != SIG_ERR; }
+
+void UnblockAllSignals() {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
 }  // namespace mycel

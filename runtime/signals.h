@@ -32,6 +32,13 @@ uint64_t IgnoredFaultSignals();
 // a write to a closed pipe or socket then fails with EPIPE.
 void CatchAndDiscard(int sig);
 
+// Sets `sig` to SIG_IGN. Returns false when the signal refuses it (SIGKILL,
+// SIGSTOP, and the real-time signals glibc keeps for itself).
+bool IgnoreSignal(int sig);
+
+// Clears the calling thread's signal mask (sigprocmask(SIG_SETMASK)).
+void UnblockAllSignals();
+
 }  // namespace mycel
 
 #endif  // MYCEL_RUNTIME_SIGNALS_H_

@@ -9,12 +9,20 @@
 //
 // Each returns what the kernel returns: >= 0 on success, -1 with errno set on
 // failure.
+//
+// The plain calls at the end are here for loops that act on errno values
+// and must not pay for a Status: the log keeper's copy loop (which writes
+// strerror(errno) into the log it keeps) and the run session's pipe reads.
+// Everywhere else, use the Status functions of fs.h and fd.h.
 #ifndef MYCEL_RUNTIME_SYSCALLS_H_
 #define MYCEL_RUNTIME_SYSCALLS_H_
 
+#include <fcntl.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
 #include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -72,6 +80,30 @@ inline int Setgroups(size_t size, const gid_t* list) {
 inline int CloseRange(unsigned int first, unsigned int last,
                       unsigned int flags) {
   return static_cast<int>(syscall(SYS_close_range, first, last, flags));
+}
+
+inline ssize_t Read(int fd, void* buf, size_t n) { return ::read(fd, buf, n); }
+
+inline ssize_t Write(int fd, const void* buf, size_t n) {
+  return ::write(fd, buf, n);
+}
+
+inline ssize_t Pread(int fd, void* buf, size_t n, off_t offset) {
+  return ::pread(fd, buf, n, offset);
+}
+
+inline int Open(const char* path, int flags, mode_t mode = 0) {
+  return ::open(path, flags, mode);
+}
+
+inline int Fstat(int fd, struct stat* st) { return ::fstat(fd, st); }
+
+inline int Fchmod(int fd, mode_t mode) { return ::fchmod(fd, mode); }
+
+inline int Mkdir(const char* path, mode_t mode) { return ::mkdir(path, mode); }
+
+inline int Rename(const char* from, const char* to) {
+  return ::rename(from, to);
 }
 
 }  // namespace mycel::sys

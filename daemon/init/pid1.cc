@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/reboot.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,7 +17,9 @@
 #include "runtime/log.h"
 #include "runtime/mount.h"
 #include "runtime/net_config.h"
+#include "runtime/process.h"
 #include "runtime/status.h"
+#include "runtime/system.h"
 
 namespace mycel {
 namespace {
@@ -29,7 +30,7 @@ constexpr char kInitialPidNs[] = "pid:[4026531836]";
 void ReapFor(std::chrono::milliseconds budget) {
   auto deadline = std::chrono::steady_clock::now() + budget;
   while (std::chrono::steady_clock::now() < deadline) {
-    pid_t p = waitpid(-1, nullptr, WNOHANG);
+    pid_t p = ReapAnyChild(/*block=*/false);
     if (p < 0 && errno == ECHILD) return;  // nothing left
     if (p <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -61,7 +62,7 @@ absl::string_view InitRoleName(InitRole role) {
 }
 
 InitRole DetectInitRole(bool forced) {
-  if (getpid() != 1) return forced ? InitRole::kContainer : InitRole::kNone;
+  if (CurrentPid() != 1) return forced ? InitRole::kContainer : InitRole::kNone;
   char buf[64] = {};
   ssize_t n = readlink("/proc/self/ns/pid", buf, sizeof(buf) - 1);
   // Before /proc is mounted the link cannot be read; the kernel starts the
@@ -97,9 +98,10 @@ absl::Status SetUpMachine(const mycel::v1::DaemonConfig& config,
   RETURN_IF_ERROR(MountAll("/", SystemMounts(), warnings));
 
   const std::string& hostname = config.hostname();
-  if (!hostname.empty() && sethostname(hostname.data(), hostname.size()) != 0) {
-    warnings->push_back(std::string(
-        PosixError(absl::StrCat("sethostname ", hostname), errno).message()));
+  if (!hostname.empty()) {
+    if (absl::Status s = SetHostname(hostname); !s.ok()) {
+      warnings->push_back(std::string(s.message()));
+    }
   }
 
   absl::StatusOr<std::string> cmdline = ReadFile("/proc/cmdline");
@@ -141,23 +143,21 @@ absl::Status SetUpMachine(const mycel::v1::DaemonConfig& config,
 void FinishMachineShutdown(mycel::v1::ShutdownMode mode) {
   log::Info("final shutdown: terminating remaining processes",
             {{"mode", mycel::v1::ShutdownMode_Name(mode)}});
-  kill(-1, SIGTERM);
+  // ESRCH (nothing left to signal) is the end we want.
+  SignalAllProcesses(SIGTERM).IgnoreError();
   ReapFor(std::chrono::seconds(3));
-  kill(-1, SIGKILL);
+  SignalAllProcesses(SIGKILL).IgnoreError();
   ReapFor(std::chrono::seconds(1));
-  sync();
+  SyncFilesystems();
   std::vector<std::string> warnings;
   int n = UnmountAllBelow("/", &warnings);
   for (const std::string& w : warnings) log::Warn("unmount", {{"error", w}});
-  sync();
+  SyncFilesystems();
   log::Info("final shutdown: calling reboot(2)", {{"unmounted", n}});
-  reboot(RebootCommand(mode));
+  absl::Status s = Reboot(RebootCommand(mode));
   // Only reached when reboot(2) failed. PID 1 must not exit.
-  log::Error("reboot(2) failed; staying up and reaping",
-             {{"error", PosixError("reboot", errno)}});
-  for (;;) {
-    if (waitpid(-1, nullptr, 0) < 0) pause();
-  }
+  log::Error("reboot(2) failed; staying up and reaping", {{"error", s}});
+  ReapForever();
 }
 
 }  // namespace mycel

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/proto_time.h"
 #include "runtime/log.h"
+#include "runtime/process.h"
 
 namespace mycel {
 namespace {
@@ -46,8 +47,8 @@ grpc::Status NodeService::GetInfo(grpc::ServerContext*,
   for (const auto& c : params_.host.cgroup_v2_controllers) {
     f->add_cgroup_v2_controllers(c);
   }
-  resp->set_pid(getpid());
-  resp->set_pid1(getpid() == 1);
+  resp->set_pid(CurrentPid());
+  resp->set_pid1(CurrentPid() == 1);
   resp->set_state_dir(params_.state_dir);
   resp->set_schema_version(params_.schema_version);
   ToProto(params_.boot_to_start, resp->mutable_boot_to_start());

@@ -114,29 +114,27 @@ absl::Status CreateDatabase(const std::string& path,
   const std::string tmp = path + ".new";
   // Left by a crash during an earlier creation; the caller holds the state
   // directory's lock, so no one else is making it.
-  if (unlink(tmp.c_str()) != 0 && errno != ENOENT) {
-    return PosixError(absl::StrCat("remove ", tmp), errno);
+  if (absl::Status s = RemoveFile(tmp); !s.ok() && !absl::IsNotFound(s)) {
+    return s;
   }
   {
-    UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                     kDatabaseMode));
-    if (!fd) return PosixError(absl::StrCat("create ", tmp), errno);
+    absl::StatusOr<UniqueFd> fd =
+        OpenFile(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kDatabaseMode);
+    if (!fd.ok()) return fd.status();
   }
   {
     DbHandle db;
     int version = 0;
     absl::Status s = OpenImpl(tmp, options, &db, &version);
     if (!s.ok()) {
-      unlink(tmp.c_str());
+      RemoveFile(tmp).IgnoreError();  // the error that matters is `s`
       return s;
     }
     // Closing the last connection checkpoints the WAL into the file and
     // removes it.
   }
   RETURN_IF_ERROR(SyncPath(tmp));
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    return PosixError(absl::StrCat("rename ", tmp, " to ", path), errno);
-  }
+  RETURN_IF_ERROR(Rename(tmp, path));
   size_t slash = path.rfind('/');
   return SyncPath(slash == std::string::npos ? "."
                   : slash == 0               ? "/"
@@ -161,16 +159,16 @@ absl::Status TightenDatabaseFiles(const std::string& path) {
 
 absl::Status PrepareFile(const std::string& path,
                          const Store::Options& options) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) {
-    if (errno != ENOENT) return PosixError(absl::StrCat("stat ", path), errno);
+  absl::StatusOr<FileInfo> st = LinkStat(path);
+  if (!st.ok()) {
+    if (!absl::IsNotFound(st.status())) return st.status();
     return CreateDatabase(path, options);
   }
-  if (!S_ISREG(st.st_mode)) {
+  if (!st->is_regular()) {
     return absl::FailedPreconditionError(
         "is not a regular file; refusing to use it");
   }
-  if (st.st_size == 0) {
+  if (st->size == 0) {
     return absl::DataLossError(
         "is empty (0 bytes), so whatever it held is gone; myceld creates a "
         "database only where there is no file. Restore it from a backup, or "

@@ -8,6 +8,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/fs.h"
 #include "runtime/status.h"
 #include "runtime/unique_fd.h"
 
@@ -17,24 +18,15 @@ namespace {
 class KernelCgroupFs final : public CgroupFs {
  public:
   absl::Status MakeDir(const std::string& path) override {
-    if (mkdir(path.c_str(), 0755) != 0) {
-      return PosixError(absl::StrCat("mkdir ", path), errno);
-    }
-    return absl::OkStatus();
+    return mycel::MakeDir(path, 0755);
   }
 
   absl::Status RemoveDir(const std::string& path) override {
-    if (rmdir(path.c_str()) != 0) {
-      return PosixError(absl::StrCat("rmdir ", path), errno);
-    }
-    return absl::OkStatus();
+    return mycel::RemoveDir(path);
   }
 
   absl::Status Rename(const std::string& from, const std::string& to) override {
-    if (rename(from.c_str(), to.c_str()) != 0) {
-      return PosixError(absl::StrCat("rename ", from, " to ", to), errno);
-    }
-    return absl::OkStatus();
+    return mycel::Rename(from, to);
   }
 
   absl::Status Write(const std::string& path,
