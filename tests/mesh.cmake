@@ -7,3 +7,6 @@ mycel_test(membership_test SRCS unit/mesh/membership_test.cc
 # unit: simulated clusters of 50-300 nodes (a few seconds of wall time).
 mycel_test(membership_sim_test SRCS unit/mesh/membership_sim_test.cc
   DEPS mycel_membership_sim TIMEOUT 300)
+# unit: the members table on a real state database.
+mycel_test(member_store_test SRCS unit/mesh/member_store_test.cc
+  DEPS mycel_membership_driver mycel_testing)
