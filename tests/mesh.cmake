@@ -10,3 +10,7 @@ mycel_test(membership_sim_test SRCS unit/mesh/membership_sim_test.cc
 # unit: the members table on a real state database.
 mycel_test(member_store_test SRCS unit/mesh/member_store_test.cc
   DEPS mycel_membership_driver mycel_testing)
+# unit: the driver on a ManualClock with the in-process transport and a
+# state database per node.
+mycel_test(membership_driver_test SRCS unit/mesh/membership_driver_test.cc
+  DEPS mycel_membership_driver mycel_testing)
