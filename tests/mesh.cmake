@@ -14,3 +14,8 @@ mycel_test(member_store_test SRCS unit/mesh/member_store_test.cc
 # state database per node.
 mycel_test(membership_driver_test SRCS unit/mesh/membership_driver_test.cc
   DEPS mycel_membership_driver mycel_testing)
+# integration: the driver on real timers (AsioClock, a real io_context).
+mycel_test(membership_driver_integration_test
+  SRCS integration/mesh/membership_driver_test.cc
+  DEPS mycel_membership_driver mycel_testing
+  LABELS integration TIMEOUT 120)
