@@ -40,12 +40,12 @@ struct DriverOptions {
   // (borrowed; they must outlive the driver). With a store, members, seeds
   // and incarnation are restored from it (seeds given here win).
   MembershipOptions membership;
-  // Borrowed; must outlive the driver. Timers from `clock` may fire on any
-  // thread: the driver moves their work onto its strand on `io`.
+  // All borrowed; they must outlive the driver. Timers from `clock` may
+  // fire on any thread: the driver moves their work onto its strand on
+  // `io`. `store` is optional (null: nothing persisted).
   Clock* clock = nullptr;
   boost::asio::io_context* io = nullptr;
   Transport* transport = nullptr;
-  // Optional (null: nothing persisted).
   MemberStore* store = nullptr;
 
   // Sends not yet completed to one address; a further send to it is
