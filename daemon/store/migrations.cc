@@ -64,6 +64,21 @@ CREATE TABLE change_log (
 -- The highest time is where this node's clock starts after a restart.
 CREATE INDEX change_log_hlc ON change_log(hlc);
 )sql"},
+    {5, R"sql(
+-- The mesh members this node knows (mesh/membership/member_store.cc), so
+-- that a restarted node rejoins without a seed. Node-local: each node's own
+-- view, never replicated. `record` is the member's signed alive record
+-- (mycel.v1.GossipAlive); state is 1 alive, 2 suspect, 3 dead, 4 left.
+-- This node's own incarnation and its seeds are in meta.
+CREATE TABLE members (
+  name           TEXT PRIMARY KEY NOT NULL,
+  state          INTEGER NOT NULL,
+  incarnation    INTEGER NOT NULL,
+  record         BLOB NOT NULL,
+  state_since_us INTEGER NOT NULL,
+  last_heard_us  INTEGER              -- NULL: never heard from directly
+) STRICT, WITHOUT ROWID;
+)sql"},
 };
 
 }  // namespace

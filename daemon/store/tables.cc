@@ -8,6 +8,8 @@ constexpr TableInfo kTables[] = {
     {"boots", Replication::kNodeLocal, "one row per daemon start"},
     {"cells", Replication::kNodeLocal, "this node's cells"},
     {"executables", Replication::kNodeLocal, "this node's executables"},
+    {"members", Replication::kNodeLocal,
+     "the mesh members this node knows, to rejoin without a seed"},
     {"change_log", Replication::kChangeLog,
      "every change to a replicated table, stamped with origin, sequence and "
      "hybrid logical clock"},

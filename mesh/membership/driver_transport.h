@@ -1,0 +1,47 @@
+// The seam between the membership driver and the network. The driver hands
+// the transport encoded GossipMessages to send and is handed the bytes that
+// arrive, with the identity the transport authenticated; it never sees a
+// socket. Two implementations: the gRPC Gossip service over the identity
+// layer's mTLS channels (the daemon), and LoopbackNetwork
+// (driver_loopback.h), in-process, for tests.
+#ifndef MYCEL_MESH_MEMBERSHIP_DRIVER_TRANSPORT_H_
+#define MYCEL_MESH_MEMBERSHIP_DRIVER_TRANSPORT_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace mycel::membership {
+
+// Thread-safe.
+class Transport {
+ public:
+  // Called exactly once per Send, from any thread, possibly before Send
+  // returns: OK when the peer accepted the message, else why not
+  // (UNAVAILABLE when it could not be reached, DEADLINE_EXCEEDED, ...).
+  using SendDone = std::function<void(absl::Status)>;
+
+  virtual ~Transport() = default;
+
+  // Sends `bytes`, one encoded mycel.v1.GossipMessage, to the node at
+  // `address` ("host:port"). `peer` is the member's name, whose identity
+  // the peer's certificate must carry (the transport must refuse a peer
+  // that proves another name); it is empty for a seed known only by its
+  // address, where any member certificate of the mesh is accepted.
+  //
+  // Must not block: it queues or starts the send and returns. The driver
+  // bounds what it has in flight per address (DriverOptions), so a
+  // transport may simply start every send it is given.
+  virtual void Send(absl::string_view peer, absl::string_view address,
+                    std::string bytes, SendDone done) = 0;
+};
+
+// Incoming messages reach the driver through MembershipDriver::Deliver
+// (driver.h), with the peer name taken from the verified client
+// certificate, never from the message.
+
+}  // namespace mycel::membership
+
+#endif  // MYCEL_MESH_MEMBERSHIP_DRIVER_TRANSPORT_H_
