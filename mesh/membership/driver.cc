@@ -99,6 +99,7 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
     }
     OnStrand(
         [peer = std::move(peer), bytes = std::move(bytes)](Core& c) {
+          c.mu_.AssertHeld();  // OnStrand holds it
           c.queued_.fetch_sub(1);
           c.HandleLocked(peer, bytes);
         },
@@ -121,6 +122,7 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
   void Leave(absl::Duration timeout, Done done) {
     OnStrand(
         [weak = weak_from_this(), timeout, done](Core& c) {
+          c.mu_.AssertHeld();  // OnStrand holds it
           c.LeaveLocked(weak, timeout, done);
         },
         [done] { done(absl::FailedPreconditionError("membership stopped")); });
@@ -141,6 +143,7 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
     }
     leave_done_ = std::move(done);
     options_.clock->RunAfter(timeout, Later(std::move(weak), [](Core& c) {
+                               c.mu_.AssertHeld();  // OnStrand holds it
                                c.FinishLeaveLocked(absl::DeadlineExceededError(
                                    "membership: leave not fully gossiped "
                                    "within its timeout"));
@@ -158,6 +161,7 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
   void UpdateMeta(NodeMeta meta, Done done) {
     OnStrand(
         [meta = std::move(meta), done](Core& c) {
+          c.mu_.AssertHeld();  // OnStrand holds it
           absl::Status s =
               c.halted_ ? absl::FailedPreconditionError(
                               "membership: this node has left")
@@ -169,6 +173,7 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
 
   void Join(std::vector<std::string> seeds) {
     OnStrand([seeds = std::move(seeds)](Core& c) {
+      c.mu_.AssertHeld();  // OnStrand holds it
       if (c.halted_) return;
       c.m_->Join(seeds, c.options_.clock->Now());
       c.seeds_dirty_ = true;
@@ -272,6 +277,7 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
       save_armed_ = true;
       options_.clock->RunAfter(options_.save_delay,
                                Later(weak_from_this(), [](Core& c) {
+                                 c.mu_.AssertHeld();  // OnStrand holds it
                                  c.save_armed_ = false;
                                  c.FlushLocked();
                                }));
@@ -302,13 +308,15 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
     ++stats_.messages_sent;
     stats_.bytes_sent += bytes.size();
     std::weak_ptr<Core> weak = weak_from_this();
-    options_.transport->Send(
-        out.to, out.address, std::move(bytes),
-        [weak, address = out.address](absl::Status s) {
-          if (std::shared_ptr<Core> self = weak.lock()) {
-            self->OnStrand([address, s](Core& c) { c.SentLocked(address, s); });
-          }
-        });
+    options_.transport->Send(out.to, out.address, std::move(bytes),
+                             [weak, address = out.address](absl::Status s) {
+                               if (std::shared_ptr<Core> self = weak.lock()) {
+                                 self->OnStrand([address, s](Core& c) {
+                                   c.mu_.AssertHeld();  // OnStrand holds it
+                                   c.SentLocked(address, s);
+                                 });
+                               }
+                             });
   }
 
   void SentLocked(const std::string& address, const absl::Status& s)
@@ -331,6 +339,7 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
     const uint64_t id = ++timer_id_;
     options_.clock->RunAfter(next - options_.clock->Now(),
                              Later(weak_from_this(), [id](Core& c) {
+                               c.mu_.AssertHeld();  // OnStrand holds it
                                if (id != c.timer_id_ || c.halted_) return;
                                c.timer_armed_ = false;
                                ++c.stats_.ticks;
