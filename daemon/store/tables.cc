@@ -8,6 +8,12 @@ constexpr TableInfo kTables[] = {
     {"boots", Replication::kNodeLocal, "one row per daemon start"},
     {"cells", Replication::kNodeLocal, "this node's cells"},
     {"executables", Replication::kNodeLocal, "this node's executables"},
+    {"mesh", Replication::kNodeLocal,
+     "this node's mesh: name, node name, authority"},
+    {"join_tokens", Replication::kNodeLocal,
+     "join tokens this node issued (secret hashes only)"},
+    {"revocations", Replication::kNodeLocal,
+     "the mesh's revocation list as this node knows it"},
     {"change_log", Replication::kChangeLog,
      "every change to a replicated table, stamped with origin, sequence and "
      "hybrid logical clock"},
