@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "google/protobuf/message.h"
+#include "mycel/v1/mesh.pb.h"
 
 namespace mycel::cli {
 
@@ -60,6 +61,12 @@ class Context {
   int PrintJson(const google::protobuf::Message& msg) const;
 
  private:
+  // The channel of --node with the credentials of the config file at
+  // `path`.
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> ConfigChannel(
+      const std::string& path, const mycel::v1::CliConfig& config,
+      grpc::ChannelArguments args);
+
   GlobalOptions opts_;
   std::shared_ptr<grpc::Channel> channel_;
 };
@@ -120,6 +127,7 @@ extern const Group kLogsGroup;
 extern const Group kWaitGroup;
 extern const Group kRunGroup;
 extern const Group kCompletionGroup;
+extern const Group kMeshGroup;
 
 // Runs `args` (what follows the group's name) against `group`, handling
 // --help for the group and for each command.

@@ -1,7 +1,11 @@
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <stdio.h>
 
 #include "absl/strings/str_cat.h"
 #include "cli/cli.h"
+#include "cli/cli_config.h"
 #include "google/protobuf/util/json_util.h"
 #include "runtime/fs.h"
 
@@ -18,7 +22,74 @@ absl::StatusOr<std::string> ReadPem(const std::string& flag,
   return ReadPemFile(flag, path);
 }
 
+// Accepts a server whose certificate (already chained to the mesh CA by
+// gRPC) carries exactly the SPIFFE ID `want`.
+class ServerIdVerifier final
+    : public grpc::experimental::ExternalCertificateVerifier {
+ public:
+  explicit ServerIdVerifier(std::string want) : want_(std::move(want)) {}
+  bool Verify(grpc::experimental::TlsCustomVerificationCheckRequest* request,
+              std::function<void(grpc::Status)>,
+              grpc::Status* sync_status) override {
+    for (const grpc::string_ref& uri : request->uri_names()) {
+      if (absl::string_view(uri.data(), uri.size()) == want_) {
+        *sync_status = grpc::Status::OK;
+        return true;
+      }
+    }
+    *sync_status = grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                "the server's certificate is not " + want_);
+    return true;
+  }
+  void Cancel(grpc::experimental::TlsCustomVerificationCheckRequest*) override {
+  }
+
+ private:
+  const std::string want_;
+};
+
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Context::ConfigChannel(
+    const std::string& path, const mycel::v1::CliConfig& config,
+    grpc::ChannelArguments args) {
+  // The server must be the node this address belongs to: its certificate
+  // chains to the mesh CA and its SPIFFE ID is that node's (a mesh
+  // certificate names no host, so the TLS host name check is replaced by
+  // this one).
+  std::string node;
+  for (const mycel::v1::CliEndpoint& e : config.endpoints()) {
+    if (e.address() == opts_.node) node = e.node();
+  }
+  if (node.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--node ", opts_.node, ": not an endpoint of the mesh ",
+                     config.mesh(), " in ", path,
+                     " (add it to \"endpoints\" with its node name, or "
+                     "pass --tls-ca, --tls-cert and --tls-key)"));
+  }
+  auto ca = ReadPemFile("ca", config.ca());
+  if (!ca.ok()) return ca.status();
+  auto cert = ReadPemFile("cert", config.cert());
+  if (!cert.ok()) return cert.status();
+  auto key = ReadPemFile("key", config.key());
+  if (!key.ok()) return key.status();
+  namespace gx = grpc::experimental;
+  std::vector<gx::IdentityKeyCertPair> pairs = {{*key, *cert}};
+  gx::TlsChannelCredentialsOptions tls;
+  tls.set_certificate_provider(
+      std::make_shared<gx::StaticDataCertificateProvider>(*ca, pairs));
+  tls.watch_root_certs();
+  tls.watch_identity_key_cert_pairs();
+  tls.set_verify_server_certs(true);
+  tls.set_check_call_host(false);
+  tls.set_certificate_verifier(
+      gx::ExternalCertificateVerifier::Create<ServerIdVerifier>(
+          absl::StrCat("spiffe://", config.mesh(), "/node/", node)));
+  channel_ =
+      grpc::CreateCustomChannel(opts_.node, gx::TlsCredentials(tls), args);
+  return channel_;
+}
 
 std::string Context::Target() const {
   if (!opts_.node.empty()) return opts_.node;
@@ -35,6 +106,16 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Context::Channel() {
         grpc::CreateCustomChannel(absl::StrCat("unix:", opts_.socket),
                                   grpc::InsecureChannelCredentials(), args);
     return channel_;
+  }
+  if (opts_.tls_ca.empty() && opts_.tls_cert.empty() && opts_.tls_key.empty()) {
+    // No --tls-* flags: the credentials of the config file, if there is one.
+    absl::StatusOr<std::string> path = ConfigPath();
+    absl::StatusOr<mycel::v1::CliConfig> config =
+        path.ok() ? ReadConfig(*path) : path.status();
+    if (config.ok()) return ConfigChannel(*path, *config, args);
+    if (config.status().code() != absl::StatusCode::kNotFound) {
+      return config.status();
+    }
   }
   grpc::SslCredentialsOptions ssl;
   auto ca = ReadPem("--tls-ca", opts_.tls_ca);

@@ -12,9 +12,10 @@
 namespace mycel::cli {
 namespace {
 
-constexpr const Group* kGroups[] = {
-    &kNodeGroup, &kCellGroup, &kRunGroup,  &kExecGroup, &kPsGroup,
-    &kStopGroup, &kKillGroup, &kLogsGroup, &kWaitGroup, &kCompletionGroup};
+constexpr const Group* kGroups[] = {&kNodeGroup, &kCellGroup,      &kRunGroup,
+                                    &kExecGroup, &kPsGroup,        &kStopGroup,
+                                    &kKillGroup, &kLogsGroup,      &kWaitGroup,
+                                    &kMeshGroup, &kCompletionGroup};
 
 // myceld's default socket, as config.proto writes it. Read only when no
 // socket is given: reading it builds the schema's descriptors.
@@ -32,7 +33,9 @@ void PrintUsage(FILE* out) {
 global options (before or after the command):
   --socket PATH        myceld's unix socket (default %s,
                        or $MYCEL_SOCKET)
-  --node HOST:PORT     talk to a remote node over TCP with mutual TLS
+  --node HOST:PORT     talk to a remote node over TCP with mutual TLS, with
+                       the credentials of $MYCEL_CONFIG, else of
+                       $XDG_CONFIG_HOME/mycel/config.json, unless --tls-* given
   --tls-ca FILE        CA certificate that the node's certificate chains to
   --tls-cert FILE      client certificate
   --tls-key FILE       client private key

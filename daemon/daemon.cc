@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <future>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -197,6 +198,21 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
   set->node = std::make_unique<NodeService>(std::move(params));
   set->cells = std::make_unique<CellsService>(manager, &io_);
   set->executables = std::make_unique<ExecutablesService>(manager, &io_);
+  if (mesh_ != nullptr) {
+    set->mesh =
+        std::make_unique<MeshService>(mesh_.get(), config_.listen(), [this] {
+          // Runs on a gRPC thread: the listener is started on the loop, and
+          // the answer to init waits for it (briefly), so that the caller
+          // can use --listen as soon as init returns.
+          auto done = std::make_shared<std::promise<void>>();
+          std::future<void> started = done->get_future();
+          boost::asio::post(io_, [this, done] {
+            OnMeshJoined();
+            done->set_value();
+          });
+          started.wait_for(std::chrono::seconds(5));
+        });
+  }
   return set;
 }
 
@@ -216,10 +232,20 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
   ASSIGN_OR_RETURN(ListeningSocket unix_socket,
                    ListenUnix(config_.socket(), 0660));
   services_.push_back(MakeServices(host, schema_version, safe_mode));
+  local_authz_ = std::make_shared<identity::Authorizer>(
+      identity::Authorizer::Endpoint::kLocal, &trust_,
+      &identity::AccessRules::Builtin(), &clock_);
+  tcp_authz_ = std::make_shared<identity::Authorizer>(
+      identity::Authorizer::Endpoint::kTcp, &trust_,
+      &identity::AccessRules::Builtin(), &clock_);
   {
     ApiServer::Endpoint e;
     e.name = "unix";
     e.socket = std::move(unix_socket);
+    // gRPC runs no AuthMetadataProcessor on insecure credentials: every
+    // caller here is the host's administrator (Caller::Local), which the
+    // rule table admits to everything but the peer protocol, and gRPC
+    // itself refuses methods that are not served (UNIMPLEMENTED).
     e.credentials = grpc::InsecureServerCredentials();
     e.services = services_.back()->all();
     e.admit = [subtree = CgroupSubtree()](int fd) {
@@ -227,24 +253,14 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
     };
     endpoints.push_back(std::move(e));
   }
-  if (!config_.listen().empty()) {
-    if (config_.tls_cert().empty()) {
-      log::Warn(
-          "tcp listener disabled: --listen needs --tls-cert, --tls-key "
-          "and --tls-ca (TCP is never served in plaintext)",
-          {{"listen", config_.listen()}});
-    } else {
-      ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
-                       MtlsFromFiles(config_));
-      ASSIGN_OR_RETURN(ListeningSocket tcp, ListenTcp(config_.listen()));
-      services_.push_back(MakeServices(host, schema_version, safe_mode));
-      ApiServer::Endpoint e;
-      e.name = "tcp";
-      e.socket = std::move(tcp);
-      e.credentials = std::move(creds);
-      e.services = services_.back()->all();
-      endpoints.push_back(std::move(e));
-    }
+  host_ = host;
+  schema_version_ = schema_version;
+  safe_mode_ = safe_mode;
+  ASSIGN_OR_RETURN(std::optional<ApiServer::Endpoint> tcp,
+                   TcpEndpoint(host, schema_version, safe_mode));
+  if (tcp.has_value()) {
+    endpoints.push_back(*std::move(tcp));
+    tcp_serving_ = true;
   }
   ASSIGN_OR_RETURN(server_, ApiServer::Start(&io_, std::move(endpoints)));
   absl::Duration start_to_ready = BootClockNow() - boot_to_start_;
@@ -262,6 +278,67 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
                              {"start_to_ready_ms",
                               absl::ToDoubleMilliseconds(start_to_ready)}});
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
+    const HostInfo& host, int schema_version, const std::string& safe_mode) {
+  if (config_.listen().empty()) return std::nullopt;
+  TlsFiles files;
+  if (!config_.tls_cert().empty()) {
+    ASSIGN_OR_RETURN(files, ReadTlsFiles(config_));
+    // The CA that signs client certificates is the mesh this node trusts:
+    // every call's certificate is verified against it (chain, validity,
+    // revocation) and authorized by its role.
+    RETURN_IF_ERROR(Annotate(trust_.SetCa(files.ca), "tls_ca"));
+  } else if (std::optional<identity::NodeCredentials> node =
+                 mesh_ != nullptr ? mesh_->Credentials() : std::nullopt;
+             node.has_value()) {
+    files.cert = node->cert_pem;
+    files.key = node->key_pem;
+    files.ca = node->ca_pem;
+  } else {
+    log::Warn(
+        "tcp listener disabled: --listen serves the node's mesh certificate "
+        "(mycel mesh init, or mycel mesh join) or the --tls-cert, --tls-key "
+        "and --tls-ca files (TCP is never served in plaintext)",
+        {{"listen", config_.listen()}});
+    return std::nullopt;
+  }
+  std::shared_ptr<grpc::ServerCredentials> creds = MtlsServerCredentials(files);
+  creds->SetAuthMetadataProcessor(tcp_authz_);
+  ASSIGN_OR_RETURN(ListeningSocket tcp, ListenTcp(config_.listen()));
+  services_.push_back(MakeServices(host, schema_version, safe_mode));
+  ApiServer::Endpoint e;
+  e.name = "tcp";
+  e.socket = std::move(tcp);
+  e.credentials = std::move(creds);
+  e.services = services_.back()->all();
+  return e;
+}
+
+void Daemon::OnMeshJoined() {
+  if (tcp_serving_ || stopping_) return;
+  absl::StatusOr<std::optional<ApiServer::Endpoint>> tcp =
+      TcpEndpoint(host_, schema_version_, safe_mode_);
+  if (!tcp.ok() || !tcp->has_value()) {
+    if (!tcp.ok()) {
+      log::Error("cannot serve the mesh over TCP", {{"error", tcp.status()}});
+    }
+    return;
+  }
+  std::vector<ApiServer::Endpoint> endpoints;
+  endpoints.push_back(**std::move(tcp));
+  absl::StatusOr<std::unique_ptr<ApiServer>> server =
+      ApiServer::Start(&io_, std::move(endpoints));
+  if (!server.ok()) {
+    log::Error("cannot serve the mesh over TCP", {{"error", server.status()}});
+    return;
+  }
+  mesh_server_ = *std::move(server);
+  tcp_serving_ = true;
+  log::Info(
+      "serving the mesh over TCP",
+      {{"listen", config_.listen()}, {"tcp_port", mesh_server_->port("tcp")}});
 }
 
 std::string Daemon::CgroupSubtree() const {
@@ -298,6 +375,12 @@ absl::Status Daemon::Start() {
       store_, store::Store::Open(
                   db_path, {.origin = config_.node_name(), .clock = &clock_}));
   RETURN_IF_ERROR(store_->RecordBoot(started_, MYCEL_VERSION, CurrentPid()));
+  ASSIGN_OR_RETURN(mesh_,
+                   identity::MeshNode::Open({.state_dir = config_.state_dir(),
+                                             .node_name = config_.node_name(),
+                                             .store = store_.get(),
+                                             .trust = &trust_,
+                                             .clock = &clock_}));
   RETURN_IF_ERROR(PrepareSocket());
   HostInfo host = ProbeHost();
   StartCells(host);
@@ -473,6 +556,9 @@ void Daemon::Stop() {
   // running meanwhile; the shutdown runs on a thread of its own and stops
   // the loop when it is done.
   stopper_ = std::thread([this] {
+    if (mesh_server_ != nullptr) {
+      mesh_server_->Shutdown(std::chrono::seconds(5));
+    }
     if (server_ != nullptr) {
       server_->Shutdown(std::chrono::seconds(5));
       RemoveFile(config_.socket()).IgnoreError();

@@ -15,8 +15,12 @@
 #include "daemon/init/pid1.h"
 #include "daemon/server/api_server.h"
 #include "daemon/server/cells_service.h"
+#include "daemon/server/mesh_service.h"
 #include "daemon/server/node_service.h"
 #include "daemon/store/store.h"
+#include "mesh/identity/authorizer.h"
+#include "mesh/identity/mesh_node.h"
+#include "mesh/identity/trust.h"
 #include "mycel/v1/config.pb.h"
 #include "runtime/asio_clock.h"
 #include "runtime/host_info.h"
@@ -63,8 +67,12 @@ class Daemon {
     std::unique_ptr<NodeService> node;
     std::unique_ptr<CellsService> cells;
     std::unique_ptr<ExecutablesService> executables;
+    std::unique_ptr<MeshService> mesh;  // null in safe mode
     std::vector<grpc::Service*> all() const {
-      return {node.get(), cells.get(), executables.get()};
+      std::vector<grpc::Service*> out = {node.get(), cells.get(),
+                                         executables.get()};
+      if (mesh != nullptr) out.push_back(mesh.get());
+      return out;
     }
   };
   std::unique_ptr<ServiceSet> MakeServices(const HostInfo& host,
@@ -72,6 +80,14 @@ class Daemon {
                                            const std::string& safe_mode);
   absl::Status StartApi(const HostInfo& host, int schema_version,
                         const std::string& safe_mode);
+  // The TCP endpoint of --listen: with the --tls-* files when given, else
+  // with the node's mesh certificate; nullopt (and a log line) when it has
+  // neither.
+  absl::StatusOr<std::optional<ApiServer::Endpoint>> TcpEndpoint(
+      const HostInfo& host, int schema_version, const std::string& safe_mode);
+  // After `mycel mesh init` or a join: starts serving --listen with the
+  // node's new certificate, if it was not served yet. On the event loop.
+  void OnMeshJoined();
   std::string CgroupSubtree() const;
   void StartCells(const HostInfo& host);
   void ArmSignals();
@@ -96,8 +112,21 @@ class Daemon {
   std::unique_ptr<cells::LogKeeperClient> log_keeper_;
   std::unique_ptr<cells::CellManager> cells_;
   absl::Status cells_unavailable_;
+  // What this node trusts, and who may call what on each endpoint
+  // (mesh/identity); the server holds the authorizers too.
+  identity::Trust trust_;
+  std::shared_ptr<identity::Authorizer> local_authz_;
+  std::shared_ptr<identity::Authorizer> tcp_authz_;
+  std::unique_ptr<identity::MeshNode> mesh_;
   std::vector<std::unique_ptr<ServiceSet>> services_;
   std::unique_ptr<ApiServer> server_;
+  // The TCP listener started after the node entered a mesh (see
+  // OnMeshJoined); before that, TCP is part of server_ or not served.
+  std::unique_ptr<ApiServer> mesh_server_;
+  bool tcp_serving_ = false;
+  HostInfo host_;
+  int schema_version_ = 0;
+  std::string safe_mode_;
   // The soft open-file limit the daemon was started with, which its
   // workloads get back (0: unknown, they keep the daemon's).
   rlim_t open_file_limit_ = 0;

@@ -65,6 +65,34 @@ CREATE TABLE change_log (
 CREATE INDEX change_log_hlc ON change_log(hlc);
 )sql"},
     {5, R"sql(
+-- This node's membership of a mesh (mesh/identity): at most one row. The
+-- keys and certificates are files under <state-dir>/mesh/; this says which
+-- mesh, under which name, and whether the node holds the CA key.
+-- Node-local until the replicated store carries the mesh's shared state.
+CREATE TABLE mesh (
+  one        INTEGER PRIMARY KEY CHECK (one = 1),
+  name       TEXT NOT NULL,
+  node       TEXT NOT NULL,
+  authority  INTEGER NOT NULL,
+  joined_us  INTEGER NOT NULL
+) STRICT;
+-- Join tokens this node issued: never the secret, only its SHA-256.
+CREATE TABLE join_tokens (
+  id          TEXT PRIMARY KEY NOT NULL,
+  secret_hash TEXT NOT NULL,
+  created_us  INTEGER NOT NULL,
+  expires_us  INTEGER NOT NULL,
+  uses_left   INTEGER NOT NULL,
+  revoked     INTEGER NOT NULL DEFAULT 0
+) STRICT;
+-- The revocation list (mesh/pki/revocation_list.h, its binary form): one
+-- row.
+CREATE TABLE revocations (
+  one   INTEGER PRIMARY KEY CHECK (one = 1),
+  list  BLOB NOT NULL
+) STRICT;
+)sql"},
+    {6, R"sql(
 -- The mesh members this node knows (mesh/membership/member_store.cc), so
 -- that a restarted node rejoins without a seed. Node-local: each node's own
 -- view, never replicated. `record` is the member's signed alive record

@@ -10,6 +10,12 @@ constexpr TableInfo kTables[] = {
     {"executables", Replication::kNodeLocal, "this node's executables"},
     {"members", Replication::kNodeLocal,
      "the mesh members this node knows, to rejoin without a seed"},
+    {"mesh", Replication::kNodeLocal,
+     "this node's mesh: name, node name, authority"},
+    {"join_tokens", Replication::kNodeLocal,
+     "join tokens this node issued (secret hashes only)"},
+    {"revocations", Replication::kNodeLocal,
+     "the mesh's revocation list as this node knows it"},
     {"change_log", Replication::kChangeLog,
      "every change to a replicated table, stamped with origin, sequence and "
      "hybrid logical clock"},

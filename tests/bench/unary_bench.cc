@@ -6,9 +6,13 @@
 //
 // A TARGET is one of
 //   unix:PATH                          the local socket, one channel reused
-//   tls:HOST:PORT:CA:CERT:KEY          TCP with mutual TLS, one channel
-//                                      reused (the handshake is paid once)
-//   tls-fresh:HOST:PORT:CA:CERT:KEY    a new channel per call: a TCP
+//   tls:HOST:PORT:CA:CERT:KEY[:NAME]   TCP with mutual TLS, one channel
+//                                      reused (the handshake is paid once);
+//                                      NAME is the server certificate's
+//                                      name (default localhost; a mesh
+//                                      node's is its node name)
+//   tls-fresh:HOST:PORT:CA:CERT:KEY[:NAME]
+//                                      a new channel per call: a TCP
 //                                      connect, a TLS handshake and HTTP/2's
 //                                      preface every time
 // Prints p50/p90/p99 in ms per target.
@@ -34,6 +38,7 @@ struct Target {
   std::string address;
   std::shared_ptr<grpc::ChannelCredentials> creds;
   bool fresh = false;
+  std::string server_name = "localhost";
   std::shared_ptr<grpc::Channel> channel;
   std::vector<double> ms;
 };
@@ -42,7 +47,7 @@ std::shared_ptr<grpc::Channel> Connect(const Target& t) {
   grpc::ChannelArguments args;
   // Node certificates name no host; the test CA's server certificate names
   // "localhost".
-  args.SetSslTargetNameOverride("localhost");
+  args.SetSslTargetNameOverride(t.server_name);
   // A fresh channel must not share a subchannel with an earlier one.
   if (t.fresh) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return grpc::CreateCustomChannel(t.address, t.creds, args);
@@ -56,7 +61,11 @@ bool Parse(const std::string& spec, Target* t) {
     return true;
   }
   std::vector<std::string> p = absl::StrSplit(spec, ':');
-  if (p.size() != 6 || (p[0] != "tls" && p[0] != "tls-fresh")) return false;
+  if ((p.size() != 6 && p.size() != 7) ||
+      (p[0] != "tls" && p[0] != "tls-fresh")) {
+    return false;
+  }
+  if (p.size() == 7) t->server_name = p[6];
   t->fresh = p[0] == "tls-fresh";
   t->address = p[1] + ":" + p[2];
   grpc::SslCredentialsOptions o;

@@ -1,0 +1,250 @@
+// mycel mesh init | info | token create|ls|revoke | user add
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "cli/call.h"
+#include "cli/cli.h"
+#include "cli/cli_config.h"
+#include "google/protobuf/util/time_util.h"
+#include "mycel/v1/mesh.grpc.pb.h"
+#include "runtime/fs.h"
+
+namespace mycel::cli {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+std::string FormatTime(const google::protobuf::Timestamp& t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                          absl::FromUnixSeconds(t.seconds()),
+                          absl::UTCTimeZone());
+}
+
+// Parses "90s", "10m", "1h", "2h30m" (absl::ParseDuration) into whole
+// seconds.
+bool ParseTtl(const std::string& text, int64_t* seconds) {
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d) || d <= absl::ZeroDuration()) {
+    return false;
+  }
+  *seconds = absl::ToInt64Seconds(d);
+  return *seconds > 0;
+}
+
+int Usage(const char* cmd, const absl::Status& s) {
+  fprintf(stderr, "mycel mesh %s: %s\n", cmd, std::string(s.message()).c_str());
+  return kExitUsage;
+}
+
+int Init(Context& ctx, const std::vector<std::string>& args) {
+  auto parsed = ParseArgs(args, {"--name", "--admin"}, {});
+  if (!parsed.ok()) return Usage("init", parsed.status());
+  if (!parsed->positional.empty()) {
+    fprintf(stderr, "mycel mesh init: unexpected argument \"%s\"\n",
+            parsed->positional[0].c_str());
+    return kExitUsage;
+  }
+  absl::StatusOr<std::string> dir = DefaultConfigDir();
+  if (!dir.ok()) return ctx.Fail(dir.status());
+  mycel::v1::InitMeshRequest req;
+  req.set_mesh(parsed->get("--name"));
+  req.set_admin(parsed->get("--admin"));
+  mycel::v1::InitMeshResponse resp;
+  int rc = Call(ctx, &mycel::v1::Mesh::Stub::Init, req, &resp);
+  if (rc != kExitOk) return rc;
+  // The admin's key exists only in this answer: write it before anything
+  // else can fail.
+  absl::StatusOr<std::string> file =
+      WriteCredentials(absl::StrCat(*dir, "/", resp.mesh().mesh()),
+                       resp.admin(), resp.mesh(), *dir + "/config.json");
+  if (!file.ok()) return ctx.Fail(file.status());
+  return Print(ctx, resp.mesh(), [&] {
+    PrintKeyValues({
+        {"MESH", resp.mesh().mesh()},
+        {"NODE", resp.mesh().spiffe_id()},
+        {"CA SHA-256", resp.mesh().ca_fingerprint()},
+        {"ADMIN", resp.admin().user()},
+        {"CONFIG", *file},
+    });
+    return kExitOk;
+  });
+}
+
+int Info(Context& ctx, const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    fprintf(stderr, "mycel mesh info: unexpected argument \"%s\"\n",
+            args[0].c_str());
+    return kExitUsage;
+  }
+  return CallAndPrint(
+      ctx, &mycel::v1::Mesh::Stub::GetInfo, mycel::v1::GetMeshInfoRequest(),
+      [](const mycel::v1::MeshInfo& info) {
+        if (info.mesh().empty()) {
+          printf("not in a mesh\n");
+          return kExitOk;
+        }
+        PrintKeyValues({
+            {"MESH", info.mesh()},
+            {"NODE", info.spiffe_id()},
+            {"AUTHORITY", info.authority() ? "yes" : "no"},
+            {"CA SHA-256", info.ca_fingerprint()},
+            {"CERT EXPIRES", FormatTime(info.certificate_expires())},
+            {"LISTEN", info.listen().empty() ? "-" : info.listen()},
+        });
+        return kExitOk;
+      });
+}
+
+int TokenCreate(Context& ctx, const std::vector<std::string>& args) {
+  auto parsed = ParseArgs(args, {"--ttl", "--uses"}, {});
+  if (!parsed.ok()) return Usage("token create", parsed.status());
+  mycel::v1::CreateTokenRequest req;
+  int64_t ttl = 3600;
+  if (parsed->has("--ttl") && !ParseTtl(parsed->get("--ttl"), &ttl)) {
+    fprintf(stderr,
+            "mycel mesh token create: --ttl: want a duration such as 1h or "
+            "30m, got \"%s\"\n",
+            parsed->get("--ttl").c_str());
+    return kExitUsage;
+  }
+  int64_t uses = 1;
+  if (parsed->has("--uses") &&
+      (!absl::SimpleAtoi(parsed->get("--uses"), &uses) || uses < 1)) {
+    fprintf(stderr,
+            "mycel mesh token create: --uses: want a positive number, got "
+            "\"%s\"\n",
+            parsed->get("--uses").c_str());
+    return kExitUsage;
+  }
+  req.set_ttl_seconds(ttl);
+  req.set_uses(uses);
+  // The token alone on stdout, so that T=$(mycel mesh token create) works.
+  return CallAndPrint(ctx, &mycel::v1::Mesh::Stub::CreateToken, req,
+                      [](const mycel::v1::CreateTokenResponse& r) {
+                        printf("%s\n", r.token().c_str());
+                        return kExitOk;
+                      });
+}
+
+int TokenList(Context& ctx, const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    fprintf(stderr, "mycel mesh token ls: unexpected argument \"%s\"\n",
+            args[0].c_str());
+    return kExitUsage;
+  }
+  return CallAndPrint(
+      ctx, &mycel::v1::Mesh::Stub::ListTokens, mycel::v1::ListTokensRequest(),
+      [](const mycel::v1::ListTokensResponse& r) {
+        std::vector<std::vector<std::string>> rows;
+        for (const auto& t : r.tokens()) {
+          rows.push_back({t.id(), FormatTime(t.created()),
+                          FormatTime(t.expires()), absl::StrCat(t.uses_left()),
+                          t.revoked() ? "yes" : "no"});
+        }
+        PrintTable({"ID", "CREATED", "EXPIRES", "USES LEFT", "REVOKED"}, rows);
+        return kExitOk;
+      });
+}
+
+int TokenRevoke(Context& ctx, const std::vector<std::string>& args) {
+  if (args.size() != 1) {
+    fprintf(stderr, "mycel mesh token revoke: want one token ID\n");
+    return kExitUsage;
+  }
+  mycel::v1::RevokeTokenRequest req;
+  req.set_id(args[0]);
+  mycel::v1::RevokeTokenResponse resp;
+  return Call(ctx, &mycel::v1::Mesh::Stub::RevokeToken, req, &resp);
+}
+
+constexpr Command kTokenCommands[] = {
+    {"create", "[--ttl 1h] [--uses 1]",
+     "create a join token and print it alone",
+     "The token carries the SHA-256 of the mesh CA (a joining node checks it\n"
+     "before it sends anything secret) and a secret, of which the node keeps\n"
+     "only a hash. --ttl is a duration (30m, 1h, 24h; at most 168h).\n",
+     TokenCreate},
+    {"ls", "", "list join tokens (never their secrets)", "", TokenList},
+    {"revoke", "ID", "revoke a join token", "", TokenRevoke},
+};
+
+const Group kTokenGroup = {"mesh token", "Join tokens of the mesh.",
+                           kTokenCommands};
+
+int Token(Context& ctx, const std::vector<std::string>& args) {
+  return Dispatch(ctx, kTokenGroup, args);
+}
+
+int UserAdd(Context& ctx, const std::vector<std::string>& args) {
+  auto parsed = ParseArgs(args, {"--role", "--out"}, {});
+  if (!parsed.ok()) return Usage("user add", parsed.status());
+  if (parsed->positional.size() != 1 || !parsed->has("--out")) {
+    fprintf(stderr,
+            "mycel mesh user add: want NAME --role admin|viewer --out DIR\n");
+    return kExitUsage;
+  }
+  std::string role = parsed->get("--role", "viewer");
+  if (role != "admin" && role != "viewer") {
+    fprintf(stderr,
+            "mycel mesh user add: --role: want admin or viewer, got \"%s\"\n",
+            role.c_str());
+    return kExitUsage;
+  }
+  mycel::v1::AddUserRequest req;
+  req.set_name(parsed->positional[0]);
+  req.set_role(role);
+  mycel::v1::UserCredentials creds;
+  int rc = Call(ctx, &mycel::v1::Mesh::Stub::AddUser, req, &creds);
+  if (rc != kExitOk) return rc;
+  mycel::v1::MeshInfo info;
+  rc = Call(ctx, &mycel::v1::Mesh::Stub::GetInfo,
+            mycel::v1::GetMeshInfoRequest(), &info);
+  if (rc != kExitOk) return rc;
+  absl::StatusOr<std::string> file =
+      WriteCredentials(parsed->get("--out"), creds, info);
+  if (!file.ok()) return ctx.Fail(file.status());
+  printf("%s\n", file->c_str());
+  return kExitOk;
+}
+
+int User(Context& ctx, const std::vector<std::string>& args);
+
+constexpr Command kUserCommands[] = {
+    {"add", "NAME --role admin|viewer --out DIR",
+     "issue a user's credentials into DIR",
+     "Writes DIR/ca.crt, DIR/client.crt, DIR/client.key (0600) and\n"
+     "DIR/config.json, which mycel reads with MYCEL_CONFIG=DIR/config.json.\n",
+     UserAdd},
+};
+
+const Group kUserGroup = {"mesh user", "Users of the mesh.", kUserCommands};
+
+int User(Context& ctx, const std::vector<std::string>& args) {
+  return Dispatch(ctx, kUserGroup, args);
+}
+
+constexpr Command kCommands[] = {
+    {"init", "[--name MESH] [--admin NAME]",
+     "create a mesh with this node as its first authority",
+     "Creates the mesh CA, this node's certificate and an administrator's\n"
+     "credentials, which are written under $XDG_CONFIG_HOME/mycel/MESH/\n"
+     "(else ~/.config/mycel/MESH/) with config.json beside them; mycel\n"
+     "reads $XDG_CONFIG_HOME/mycel/config.json for --node. MESH defaults\n"
+     "to \"mycel\", NAME to \"admin\".\n",
+     Init},
+    {"info", "", "show this node's mesh", "", Info},
+    {"token", "create|ls|revoke ...", "join tokens", "", Token},
+    {"user", "add ...", "users of the mesh", "", User},
+};
+
+}  // namespace
+
+const Group kMeshGroup = {"mesh", "Mesh identity: CA, tokens, users.",
+                          kCommands};
+
+}  // namespace mycel::cli

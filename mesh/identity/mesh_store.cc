@@ -1,0 +1,134 @@
+#include "mesh/identity/mesh_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "runtime/status.h"
+
+namespace mycel::identity {
+
+using store::Stmt;
+
+absl::StatusOr<std::optional<MeshRow>> MeshStore::GetMesh() {
+  std::optional<MeshRow> out;
+  RETURN_IF_ERROR(store_->Query(
+      "SELECT name, node, authority, joined_us FROM mesh WHERE one=1",
+      [](Stmt&) {},
+      [&](const Stmt& st) {
+        MeshRow r;
+        r.name = st.ColumnText(0);
+        r.node = st.ColumnText(1);
+        r.authority = st.ColumnInt(2) != 0;
+        r.joined = absl::FromUnixMicros(st.ColumnInt(3));
+        out = std::move(r);
+        return absl::OkStatus();
+      }));
+  return out;
+}
+
+absl::Status MeshStore::InsertMesh(const MeshRow& row) {
+  absl::Status s = store_->Execute(
+      "INSERT INTO mesh(one, name, node, authority, joined_us) "
+      "VALUES(1,?,?,?,?)",
+      [&](Stmt& st) {
+        st.Bind(1, row.name)
+            .Bind(2, row.node)
+            .Bind(3, int64_t{row.authority})
+            .Bind(4, absl::ToUnixMicros(row.joined));
+      });
+  if (s.code() == absl::StatusCode::kAlreadyExists) {
+    return absl::AlreadyExistsError("this node is already in a mesh");
+  }
+  return s;
+}
+
+absl::Status MeshStore::InsertToken(const pki::StoredJoinToken& t) {
+  return store_->Execute(
+      "INSERT INTO join_tokens(id, secret_hash, created_us, expires_us, "
+      "uses_left, revoked) VALUES(?,?,?,?,?,?)",
+      [&](Stmt& st) {
+        st.Bind(1, t.id)
+            .Bind(2, t.secret_hash)
+            .Bind(3, absl::ToUnixMicros(t.created))
+            .Bind(4, absl::ToUnixMicros(t.expires))
+            .Bind(5, t.uses_left)
+            .Bind(6, int64_t{t.revoked});
+      });
+}
+
+namespace {
+
+pki::StoredJoinToken TokenFromRow(const Stmt& st) {
+  pki::StoredJoinToken t;
+  t.id = st.ColumnText(0);
+  t.secret_hash = st.ColumnText(1);
+  t.created = absl::FromUnixMicros(st.ColumnInt(2));
+  t.expires = absl::FromUnixMicros(st.ColumnInt(3));
+  t.uses_left = st.ColumnInt(4);
+  t.revoked = st.ColumnInt(5) != 0;
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<pki::StoredJoinToken> MeshStore::GetToken(
+    const std::string& id) {
+  std::optional<pki::StoredJoinToken> out;
+  RETURN_IF_ERROR(store_->Query(
+      "SELECT id, secret_hash, created_us, expires_us, uses_left, revoked "
+      "FROM join_tokens WHERE id=?",
+      [&](Stmt& st) { st.Bind(1, id); },
+      [&](const Stmt& st) {
+        out = TokenFromRow(st);
+        return absl::OkStatus();
+      }));
+  if (!out.has_value()) {
+    return absl::NotFoundError(
+        absl::StrCat("join token ", id, " does not exist"));
+  }
+  return *std::move(out);
+}
+
+absl::StatusOr<std::vector<pki::StoredJoinToken>> MeshStore::ListTokens() {
+  std::vector<pki::StoredJoinToken> out;
+  RETURN_IF_ERROR(store_->Query(
+      "SELECT id, secret_hash, created_us, expires_us, uses_left, revoked "
+      "FROM join_tokens ORDER BY created_us, id",
+      [](Stmt&) {},
+      [&](const Stmt& st) {
+        out.push_back(TokenFromRow(st));
+        return absl::OkStatus();
+      }));
+  return out;
+}
+
+absl::Status MeshStore::RevokeToken(const std::string& id) {
+  // Looked up first, so that an unknown id is NOT_FOUND.
+  RETURN_IF_ERROR(GetToken(id).status());
+  return store_->Execute("UPDATE join_tokens SET revoked=1 WHERE id=?",
+                         [&](Stmt& st) { st.Bind(1, id); });
+}
+
+absl::StatusOr<pki::RevocationList> MeshStore::GetRevocations() {
+  std::optional<std::string> blob;
+  RETURN_IF_ERROR(store_->Query(
+      "SELECT list FROM revocations WHERE one=1", [](Stmt&) {},
+      [&](const Stmt& st) {
+        blob = st.ColumnBlob(0);
+        return absl::OkStatus();
+      }));
+  if (!blob.has_value()) return pki::RevocationList();
+  absl::StatusOr<pki::RevocationList> list = pki::RevocationList::Parse(*blob);
+  if (!list.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("revocations: ", list.status().message()));
+  }
+  return list;
+}
+
+absl::Status MeshStore::PutRevocations(const pki::RevocationList& list) {
+  return store_->Execute(
+      "INSERT INTO revocations(one, list) VALUES(1,?) ON CONFLICT(one) DO "
+      "UPDATE SET list=excluded.list",
+      [&](Stmt& st) { st.BindBlob(1, list.Serialize()); });
+}
+
+}  // namespace mycel::identity

@@ -1,0 +1,62 @@
+#include "mesh/identity/trust.h"
+
+#include "absl/strings/str_cat.h"
+#include "runtime/status.h"
+
+namespace mycel::identity {
+
+absl::Status Trust::SetCa(absl::string_view ca_pem) {
+  absl::StatusOr<pki::PeerVerifier> v = pki::PeerVerifier::Create(ca_pem);
+  if (!v.ok()) return Annotate(v.status(), "mesh CA");
+  auto shared = std::make_shared<const pki::PeerVerifier>(*std::move(v));
+  absl::MutexLock lock(&mu_);
+  verifier_ = std::move(shared);
+  return absl::OkStatus();
+}
+
+void Trust::SetRevocations(pki::RevocationList list) {
+  auto shared = std::make_shared<const pki::RevocationList>(std::move(list));
+  absl::MutexLock lock(&mu_);
+  revocations_ = std::move(shared);
+}
+
+std::string Trust::mesh() const {
+  absl::MutexLock lock(&mu_);
+  return verifier_ == nullptr ? "" : verifier_->mesh();
+}
+
+pki::RevocationList Trust::revocations() const {
+  absl::MutexLock lock(&mu_);
+  return *revocations_;
+}
+
+absl::StatusOr<Caller> Trust::Identify(absl::string_view pem, absl::Time now,
+                                       pki::PeerSide side) const {
+  if (pem.empty()) return Caller{};
+  std::shared_ptr<const pki::PeerVerifier> verifier;
+  std::shared_ptr<const pki::RevocationList> revocations;
+  {
+    absl::MutexLock lock(&mu_);
+    verifier = verifier_;
+    revocations = revocations_;
+  }
+  if (verifier == nullptr) {
+    return absl::UnauthenticatedError(
+        "this node is not in a mesh: it trusts no certificate");
+  }
+  absl::StatusOr<pki::PeerIdentity> peer =
+      verifier->Verify(pem, side, *revocations, now);
+  if (!peer.ok()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("client certificate refused: ", peer.status().message()));
+  }
+  Caller c;
+  c.kind = peer->kind == pki::IdentityKind::kNode ? CallerKind::kNode
+                                                  : CallerKind::kUser;
+  c.name = peer->name;
+  c.role = peer->role;
+  c.serial = peer->serial;
+  return c;
+}
+
+}  // namespace mycel::identity

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# identity_bench.sh [BUILD_DIR]
+#
+# What mesh identity costs a unary call (Node.GetInfo), in one run, one
+# table: the unix socket (no TLS, the local authorizer), TCP + mTLS on a
+# reused channel (the authorizer verifies the remembered certificate and
+# checks the rule on every call), and a fresh mTLS connection per call
+# (TCP connect, TLS 1.3 handshake with ECDSA P-256, HTTP/2 preface, then the
+# call); the CLI end to end (hyperfine); and `mycel mesh init`. Loopback
+# only (127.0.0.1).
+set -euo pipefail
+
+build=${1:-build}
+build=$(cd "$build" && pwd)
+myceld=$build/daemon/myceld
+mycel=$build/cli/mycel
+unary=$build/tests/bench/unary_bench
+runs=${RUNS:-2000}
+
+work=$(mktemp -d /tmp/identity-bench.XXXXXX)
+pid=
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# The TCP listener with a mesh CA from gen-pki.sh (its server certificate
+# also names localhost, which unary_bench checks); the authorizer runs on
+# every TCP call exactly as with a certificate from `mycel mesh init`.
+bash "$(dirname "$0")/../../packaging/gen-pki.sh" "$work/pki" >/dev/null
+"$myceld" --state-dir "$work/state" --socket "$work/sock" --node-name bench \
+  --cgroup-subtree "identity-bench-$$" --listen "127.0.0.1:$port" \
+  --tls-cert "$work/pki/server.crt" --tls-key "$work/pki/server.key" \
+  --tls-ca "$work/pki/ca.crt" --log-level warn 2>"$work/myceld.log" &
+pid=$!
+for _ in $(seq 100); do
+  "$mycel" --socket "$work/sock" node health >/dev/null 2>&1 && break
+  sleep 0.05
+done
+pki=$work/pki
+tls="$pki/ca.crt:$pki/client.crt:$pki/client.key"
+
+echo "## Node.GetInfo: unix socket vs TCP+mTLS (reused channel, fresh connection)"
+"$unary" --runs "$runs" --warmup 200 \
+  "unix:$work/sock" "tls:127.0.0.1:$port:$tls" "tls-fresh:127.0.0.1:$port:$tls"
+
+echo
+echo "## CLI end to end (a process, a connection and a call each)"
+hyperfine -N --warmup 5 --runs 50 --export-markdown "$work/cli.md" \
+  "$mycel --socket $work/sock node info" \
+  "$mycel --node 127.0.0.1:$port --tls-ca $pki/ca.crt --tls-cert $pki/client.crt --tls-key $pki/client.key node info" \
+  >/dev/null
+cat "$work/cli.md"
+
+echo
+echo "## mycel mesh init (a fresh daemon each run: CA, node and admin keys)"
+# One daemon per run, each with an empty state directory.
+kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+init_times=()
+for i in $(seq 10); do
+  rm -rf "$work/s$i"
+  "$myceld" --state-dir "$work/s$i" --socket "$work/s$i.sock" --node-name bench \
+    --cgroup-subtree "identity-bench-$$-$i" --log-level warn 2>/dev/null &
+  p=$!
+  for _ in $(seq 100); do
+    "$mycel" --socket "$work/s$i.sock" node health >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+  t0=$(date +%s%N)
+  XDG_CONFIG_HOME=$work/c$i "$mycel" --socket "$work/s$i.sock" mesh init --name bench >/dev/null
+  t1=$(date +%s%N)
+  init_times+=($(( (t1 - t0) / 1000 )))
+  kill "$p"; wait "$p" 2>/dev/null || true
+done
+printf '%s\n' "${init_times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "mesh init: median %.1f ms over %d runs (min %.1f, max %.1f)\n", a[int((NR+1)/2)]/1000, NR, a[1]/1000, a[NR]/1000}'
+echo
+echo "mycel mesh join: not built yet (issue 12), so not measured."

@@ -1,0 +1,17 @@
+# Tests for mesh/identity: the rule table, certificates as callers, and the
+# authorizer (unit); real daemons over loopback mTLS (integration).
+mycel_test(identity_test
+  SRCS unit/mesh/identity_test.cc
+  DEPS mycel_identity mycel_proto mycel_testing)
+
+mycel_test(identity_integration_test
+  SRCS integration/mesh/authz_test.cc
+  DEPS mycel_pki mycel_proto mycel_test_proto mycel_testing mycel_runtime
+  LABELS integration TIMEOUT 300)
+add_dependencies(identity_integration_test myceld mycel)
+
+mycel_test(mesh_integration_test
+  SRCS integration/mesh/mesh_test.cc
+  DEPS mycel_runtime mycel_testing
+  LABELS integration TIMEOUT 300)
+add_dependencies(mesh_integration_test myceld mycel)
