@@ -61,6 +61,8 @@ struct ChangeStamp {
   std::string origin;
   int64_t seq = 0;
   HlcTime hlc = 0;
+
+  friend bool operator==(const ChangeStamp&, const ChangeStamp&) = default;
 };
 
 class Store;
