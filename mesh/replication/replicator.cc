@@ -223,6 +223,9 @@ absl::Status Replicator::HandleDigest(absl::string_view peer,
     ++stats_.malformed;
     return theirs.status();
   }
+  if (At(*theirs, options_.name) > At(held_, options_.name)) {
+    ++stats_.own_sequence_behind;
+  }
   const std::string p(peer);
   peer_versions_[p] = *theirs;
   if (digest.reply()) SendDigest(p, /*reply=*/false, now);

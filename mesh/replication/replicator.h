@@ -108,6 +108,11 @@ struct ReplicatorStats {
   uint64_t streams_timed_out = 0;
   uint64_t malformed = 0;
   uint64_t store_errors = 0;
+  // A peer's digest holds more of this node's own changes than it does:
+  // its database lost commits (restored from an older copy, or a power
+  // loss under synchronous=NORMAL), and its next writes reuse their
+  // numbers. The driver logs it.
+  uint64_t own_sequence_behind = 0;
   uint64_t gc_tombstones = 0;
   uint64_t gc_log_changes = 0;
 };
