@@ -105,6 +105,32 @@ CREATE TABLE members (
   record         BLOB NOT NULL,
   state_since_us INTEGER NOT NULL,
   last_heard_us  INTEGER              -- NULL: never heard from directly
+)sql"},
+    {7, R"sql(
+-- Objects: the mesh's shared state, keys in namespaces
+-- (daemon/store/objects.h). A row is the change that wins its key, last
+-- writer wins on (hlc, origin), with that change's stamp; a NULL value is
+-- a tombstone (the key was deleted), kept until garbage-collected. `owner`
+-- is empty for a shared object, else the one node that may change it.
+CREATE TABLE objects (
+  namespace TEXT NOT NULL,
+  key       TEXT NOT NULL,
+  value     BLOB,
+  origin    TEXT NOT NULL,
+  seq       INTEGER NOT NULL,
+  hlc       INTEGER NOT NULL,
+  owner     TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (namespace, key)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX objects_tombstones ON objects(hlc) WHERE value IS NULL;
+-- This node's version vector: per origin, the highest sequence applied
+-- with none missing below it; and the floor, at or below which the change
+-- log may lack that origin's changes (compacted, or skipped by a full
+-- resync), so that a peer behind it must resync in full.
+CREATE TABLE replica_versions (
+  origin TEXT PRIMARY KEY NOT NULL,
+  seq    INTEGER NOT NULL,
+  floor  INTEGER NOT NULL DEFAULT 0
 ) STRICT, WITHOUT ROWID;
 )sql"},
 };

@@ -370,6 +370,12 @@ absl::Status Store::InTransaction(
   return InTransactionLocked(false, fn);
 }
 
+absl::Status Store::InReplicatedTransaction(
+    absl::FunctionRef<absl::Status(Transaction&)> fn) {
+  absl::MutexLock lock(&mu_);
+  return InTransactionLocked(true, fn);
+}
+
 absl::Status Transaction::Execute(absl::string_view sql,
                                   absl::FunctionRef<void(Stmt&)> bind)
     ABSL_NO_THREAD_SAFETY_ANALYSIS {  // inside InTransaction, mu_ is held

@@ -61,6 +61,8 @@ struct ChangeStamp {
   std::string origin;
   int64_t seq = 0;
   HlcTime hlc = 0;
+
+  friend bool operator==(const ChangeStamp&, const ChangeStamp&) = default;
 };
 
 class Store;
@@ -163,6 +165,26 @@ class Store {
       const ReplicatedChange& change,
       absl::FunctionRef<absl::Status(Transaction&, const ChangeStamp&)> apply)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Runs `fn` in a transaction whose statements may write replicated tables
+  // and the change log directly, for changes made on other nodes, which
+  // keep the stamps their origin gave them. Only the store's replication
+  // code (daemon/store/objects.cc) calls it: it checks the sequence and
+  // logs each change itself. Everything else goes through WriteReplicated.
+  absl::Status InReplicatedTransaction(
+      absl::FunctionRef<absl::Status(Transaction&)> fn)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Takes in a time stamped by another node (Hlc::Receive): later local
+  // stamps are past it. FAILED_PRECONDITION when it is more than
+  // `max_offset` ahead of this node's clock.
+  absl::StatusOr<HlcTime> ReceiveHlc(HlcTime remote,
+                                     absl::Duration max_offset) {
+    return hlc_.Receive(remote, max_offset);
+  }
+
+  // This node, as the origin of the changes it stamps.
+  const std::string& origin() const { return origin_; }
 
   // How many statements Execute and Query keep prepared (for tests).
   size_t cached_statements() ABSL_LOCKS_EXCLUDED(mu_);

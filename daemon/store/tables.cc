@@ -19,6 +19,10 @@ constexpr TableInfo kTables[] = {
     {"change_log", Replication::kChangeLog,
      "every change to a replicated table, stamped with origin, sequence and "
      "hybrid logical clock"},
+    {"objects", Replication::kReplicated,
+     "the mesh's shared objects, by namespace and key, last writer wins"},
+    {"replica_versions", Replication::kNodeLocal,
+     "this node's version vector and change-log floor, per origin"},
 };
 
 }  // namespace

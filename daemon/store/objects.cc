@@ -1,0 +1,588 @@
+#include "daemon/store/objects.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/log.h"
+#include "runtime/status.h"
+
+namespace mycel::store {
+namespace {
+
+constexpr char kTable[] = "objects";
+constexpr absl::string_view kNodeOwnedPrefix = "node.";
+constexpr size_t kMaxNamespaceBytes = 63;
+
+constexpr char kSelectRow[] =
+    "SELECT namespace, key, value, origin, seq, hlc, owner FROM objects ";
+
+Object ReadRow(const Stmt& st) {
+  Object o;
+  o.ns = st.ColumnText(0);
+  o.key = st.ColumnText(1);
+  if (!st.ColumnIsNull(2)) o.value = st.ColumnBlob(2);
+  o.stamp.origin = st.ColumnText(3);
+  o.stamp.seq = st.ColumnInt(4);
+  o.stamp.hlc = static_cast<HlcTime>(st.ColumnInt(5));
+  o.owner = st.ColumnText(6);
+  return o;
+}
+
+// The change log keeps one key column: "<namespace>/<key>" (a namespace
+// has no '/').
+std::string LogKey(absl::string_view ns, absl::string_view key) {
+  return absl::StrCat(ns, "/", key);
+}
+
+std::string Describe(absl::string_view origin, int64_t seq) {
+  return absl::StrCat(origin, ":", seq);
+}
+
+// Whether (hlc, origin) of `a` is later than that of `b`: the merge rule.
+bool Wins(const ChangeStamp& a, const ChangeStamp& b) {
+  return std::tie(a.hlc, a.origin) > std::tie(b.hlc, b.origin);
+}
+
+absl::Status Upsert(Transaction& tx, absl::string_view ns,
+                    absl::string_view key,
+                    const std::optional<std::string>& value,
+                    const ChangeStamp& stamp, absl::string_view owner) {
+  return tx.Execute(
+      "INSERT INTO objects(namespace, key, value, origin, seq, hlc, owner) "
+      "VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, key) DO UPDATE SET "
+      "value=excluded.value, origin=excluded.origin, seq=excluded.seq, "
+      "hlc=excluded.hlc, owner=excluded.owner",
+      [&](Stmt& st) {
+        st.Bind(1, ns).Bind(2, key);
+        if (value.has_value()) {
+          st.BindBlob(3, *value);
+        } else {
+          st.BindNull(3);
+        }
+        st.Bind(4, stamp.origin)
+            .Bind(5, stamp.seq)
+            .Bind(6, static_cast<int64_t>(stamp.hlc))
+            .Bind(7, owner);
+      });
+}
+
+absl::Status AppendLog(Transaction& tx, const ObjectChange& c) {
+  return tx.Execute(
+      "INSERT INTO change_log(origin, seq, hlc, tbl, key, value) "
+      "VALUES(?, ?, ?, ?, ?, ?)",
+      [&](Stmt& st) {
+        st.Bind(1, c.stamp.origin)
+            .Bind(2, c.stamp.seq)
+            .Bind(3, static_cast<int64_t>(c.stamp.hlc))
+            .Bind(4, kTable)
+            .Bind(5, LogKey(c.ns, c.key));
+        if (c.value.has_value()) {
+          st.BindBlob(6, *c.value);
+        } else {
+          st.BindNull(6);
+        }
+      });
+}
+
+absl::Status SetVersion(Transaction& tx, absl::string_view origin,
+                        int64_t seq) {
+  return tx.Execute(
+      "INSERT INTO replica_versions(origin, seq) VALUES(?, ?) "
+      "ON CONFLICT(origin) DO UPDATE SET seq=max(seq, excluded.seq)",
+      [&](Stmt& st) { st.Bind(1, origin).Bind(2, seq); });
+}
+
+absl::StatusOr<std::optional<Object>> Current(Transaction& tx,
+                                              absl::string_view ns,
+                                              absl::string_view key) {
+  std::optional<Object> out;
+  RETURN_IF_ERROR(tx.Query(
+      absl::StrCat(kSelectRow, "WHERE namespace=? AND key=?"),
+      [&](Stmt& st) { st.Bind(1, ns).Bind(2, key); },
+      [&](const Stmt& st) {
+        out = ReadRow(st);
+        return absl::OkStatus();
+      }));
+  return out;
+}
+
+absl::StatusOr<VersionVector> ReadVector(Transaction& tx, bool floors) {
+  VersionVector v;
+  RETURN_IF_ERROR(tx.Query(
+      floors ? "SELECT origin, floor FROM replica_versions"
+             : "SELECT origin, seq FROM replica_versions",
+      [](Stmt&) {},
+      [&](const Stmt& st) {
+        v[st.ColumnText(0)] = st.ColumnInt(1);
+        return absl::OkStatus();
+      }));
+  return v;
+}
+
+int64_t At(const VersionVector& v, absl::string_view origin) {
+  auto it = v.find(origin);
+  return it == v.end() ? 0 : it->second;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ObjectStore::OwnerOf(absl::string_view ns,
+                                                 absl::string_view key) {
+  if (!absl::StartsWith(ns, kNodeOwnedPrefix)) return std::string();
+  std::string owner(key.substr(0, key.find('/')));
+  if (owner.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key: \"", key, "\" in node-owned namespace ", ns,
+                     " must start with the name of the node that owns it"));
+  }
+  return owner;
+}
+
+absl::Status ObjectStore::Validate(
+    absl::string_view ns, absl::string_view key,
+    const std::optional<std::string>& value) const {
+  if (ns.empty() || ns.size() > kMaxNamespaceBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("namespace: must be 1 to ",
+                                                   kMaxNamespaceBytes,
+                                                   " bytes, not ", ns.size()));
+  }
+  for (size_t i = 0; i < ns.size(); ++i) {
+    const char c = ns[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    (i > 0 && (c == '.' || c == '-' || c == '_'));
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("namespace: \"", ns,
+                       "\" may hold only a-z, 0-9 and (not first) . - _"));
+    }
+  }
+  if (key.empty() || key.size() > options_.max_key_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("key: must be 1 to ",
+                                                   options_.max_key_bytes,
+                                                   " bytes, not ", key.size()));
+  }
+  if (key.find('\0') != absl::string_view::npos) {
+    return absl::InvalidArgumentError("key: must not contain a NUL byte");
+  }
+  if (value.has_value() && value->size() > options_.max_value_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("value: ", value->size(), " bytes is over the limit of ",
+                     options_.max_value_bytes, " for ", ns, "/", key));
+  }
+  return OwnerOf(ns, key).status();
+}
+
+size_t ObjectStore::SizeOf(const ObjectChange& c) {
+  // The fixed part stands for the seq, time and framing.
+  return 24 + c.stamp.origin.size() + c.ns.size() + c.key.size() +
+         (c.value.has_value() ? c.value->size() : 0);
+}
+
+absl::StatusOr<Object> ObjectStore::Get(absl::string_view ns,
+                                        absl::string_view key) {
+  std::optional<Object> out;
+  RETURN_IF_ERROR(store_->Query(
+      absl::StrCat(kSelectRow,
+                   "WHERE namespace=? AND key=? AND value IS NOT NULL"),
+      [&](Stmt& st) { st.Bind(1, ns).Bind(2, key); },
+      [&](const Stmt& st) {
+        out = ReadRow(st);
+        return absl::OkStatus();
+      }));
+  if (!out.has_value()) {
+    return absl::NotFoundError(absl::StrCat("object ", ns, "/", key));
+  }
+  return *std::move(out);
+}
+
+absl::StatusOr<std::vector<Object>> ObjectStore::List(
+    absl::string_view ns, absl::string_view prefix) {
+  std::vector<Object> out;
+  RETURN_IF_ERROR(store_->Query(
+      absl::StrCat(kSelectRow,
+                   "WHERE namespace=? AND value IS NOT NULL AND "
+                   "substr(key, 1, length(?2))=?2 ORDER BY key"),
+      [&](Stmt& st) { st.Bind(1, ns).Bind(2, prefix); },
+      [&](const Stmt& st) {
+        out.push_back(ReadRow(st));
+        return absl::OkStatus();
+      }));
+  return out;
+}
+
+absl::StatusOr<std::vector<Object>> ObjectStore::Dump() {
+  std::vector<Object> out;
+  RETURN_IF_ERROR(store_->Query(
+      absl::StrCat(kSelectRow, "ORDER BY namespace, key"), [](Stmt&) {},
+      [&](const Stmt& st) {
+        out.push_back(ReadRow(st));
+        return absl::OkStatus();
+      }));
+  return out;
+}
+
+absl::StatusOr<ObjectChange> ObjectStore::Write(
+    absl::string_view ns, absl::string_view key,
+    std::optional<absl::string_view> value,
+    std::optional<ObjectVersion> if_version) {
+  ObjectChange change;
+  change.ns = std::string(ns);
+  change.key = std::string(key);
+  if (value.has_value()) change.value = std::string(*value);
+  RETURN_IF_ERROR(Validate(ns, key, change.value));
+  ASSIGN_OR_RETURN(std::string owner, OwnerOf(ns, key));
+  if (!owner.empty() && owner != origin()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("object ", ns, "/", key, " belongs to node ", owner,
+                     "; only it may change it, not ", origin()));
+  }
+  ASSIGN_OR_RETURN(
+      change.stamp,
+      store_->WriteReplicated(
+          {.table = kTable, .key = LogKey(ns, key), .value = change.value},
+          [&](Transaction& tx, const ChangeStamp& stamp) -> absl::Status {
+            if (if_version.has_value()) {
+              ASSIGN_OR_RETURN(std::optional<Object> now, Current(tx, ns, key));
+              ObjectVersion held;
+              if (now.has_value() && now->value.has_value()) {
+                held = {now->stamp.origin, now->stamp.seq};
+              }
+              if (held.origin != if_version->origin ||
+                  held.seq != if_version->seq) {
+                return absl::FailedPreconditionError(absl::StrCat(
+                    "object ", ns, "/", key, " is at version ",
+                    held.seq == 0 ? "none (absent)"
+                                  : Describe(held.origin, held.seq),
+                    ", not the expected ",
+                    if_version->seq == 0
+                        ? "none (absent)"
+                        : Describe(if_version->origin, if_version->seq)));
+              }
+            }
+            RETURN_IF_ERROR(Upsert(tx, ns, key, change.value, stamp, owner));
+            return SetVersion(tx, stamp.origin, stamp.seq);
+          }));
+  return change;
+}
+
+absl::StatusOr<ApplyResult> ObjectStore::ApplyRemote(const ObjectChange& c,
+                                                     absl::string_view sender) {
+  if (c.stamp.origin.empty()) {
+    return absl::InvalidArgumentError("origin: empty");
+  }
+  if (c.stamp.seq <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("seq: ", c.stamp.seq, " from origin ", c.stamp.origin,
+                     " (sequences start at 1)"));
+  }
+  RETURN_IF_ERROR(Validate(c.ns, c.key, c.value));
+  ASSIGN_OR_RETURN(std::string owner, OwnerOf(c.ns, c.key));
+  if (!owner.empty() && owner != c.stamp.origin) {
+    log::Warn("replication: refused a change to another node's object",
+              {{"object", LogKey(c.ns, c.key)},
+               {"owner", owner},
+               {"origin", c.stamp.origin},
+               {"sender", sender}});
+    return absl::PermissionDeniedError(
+        absl::StrCat("object ", c.ns, "/", c.key, " belongs to node ", owner,
+                     "; refused change ", Describe(c.stamp.origin, c.stamp.seq),
+                     " sent by ", sender));
+  }
+  ApplyResult result = ApplyResult::kApplied;
+  absl::Status s =
+      store_->InReplicatedTransaction([&](Transaction& tx) -> absl::Status {
+        int64_t held = 0;
+        RETURN_IF_ERROR(tx.Query(
+            "SELECT seq FROM replica_versions WHERE origin=?",
+            [&](Stmt& st) { st.Bind(1, c.stamp.origin); },
+            [&](const Stmt& st) {
+              held = st.ColumnInt(0);
+              return absl::OkStatus();
+            }));
+        if (c.stamp.seq <= held) {
+          result = ApplyResult::kDuplicate;
+          return absl::OkStatus();
+        }
+        if (c.stamp.origin == origin()) {
+          return absl::PermissionDeniedError(absl::StrCat(
+              "change ", Describe(c.stamp.origin, c.stamp.seq), " sent by ",
+              sender, " claims this node's origin, but this node's last is ",
+              held));
+        }
+        if (c.stamp.seq != held + 1) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("change ", Describe(c.stamp.origin, c.stamp.seq),
+                           ": seq is not the next of its origin (", held + 1,
+                           "); the ones between are missing"));
+        }
+        absl::StatusOr<HlcTime> received =
+            store_->ReceiveHlc(c.stamp.hlc, options_.max_offset);
+        if (!received.ok()) {
+          log::Warn("replication: refused a change stamped in the future",
+                    {{"change", Describe(c.stamp.origin, c.stamp.seq)},
+                     {"sender", sender},
+                     {"error", received.status()}});
+          return Annotate(
+              received.status(),
+              absl::StrCat("change ", Describe(c.stamp.origin, c.stamp.seq),
+                           " sent by ", sender));
+        }
+        ASSIGN_OR_RETURN(std::optional<Object> now, Current(tx, c.ns, c.key));
+        if (!now.has_value() || Wins(c.stamp, now->stamp)) {
+          RETURN_IF_ERROR(Upsert(tx, c.ns, c.key, c.value, c.stamp, owner));
+        } else {
+          result = ApplyResult::kLost;
+        }
+        RETURN_IF_ERROR(AppendLog(tx, c));
+        return SetVersion(tx, c.stamp.origin, c.stamp.seq);
+      });
+  RETURN_IF_ERROR(s);
+  return result;
+}
+
+absl::StatusOr<VersionVector> ObjectStore::Versions() {
+  VersionVector v;
+  RETURN_IF_ERROR(store_->InTransaction([&](Transaction& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(v, ReadVector(tx, false));
+    return absl::OkStatus();
+  }));
+  return v;
+}
+
+absl::StatusOr<VersionVector> ObjectStore::Floors() {
+  VersionVector v;
+  RETURN_IF_ERROR(store_->InTransaction([&](Transaction& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(v, ReadVector(tx, true));
+    return absl::OkStatus();
+  }));
+  return v;
+}
+
+absl::StatusOr<ChangeBatch> ObjectStore::ReadChanges(absl::string_view origin,
+                                                     int64_t after,
+                                                     size_t max_bytes) {
+  ChangeBatch batch;
+  int64_t floor = 0;
+  int64_t last = 0;
+  absl::Status s = store_->InTransaction([&](Transaction& tx) -> absl::Status {
+    RETURN_IF_ERROR(tx.Query(
+        "SELECT floor, seq FROM replica_versions WHERE origin=?",
+        [&](Stmt& st) { st.Bind(1, origin); },
+        [&](const Stmt& st) {
+          floor = st.ColumnInt(0);
+          last = st.ColumnInt(1);
+          return absl::OkStatus();
+        }));
+    if (after < floor) {
+      return absl::OutOfRangeError(
+          absl::StrCat("changes of origin ", origin, " after seq ", after,
+                       " were compacted (the log holds them after seq ", floor,
+                       "): resync in full"));
+    }
+    return tx.Query(
+        "SELECT seq, hlc, key, value FROM change_log WHERE origin=? AND "
+        "seq>? AND tbl='objects' ORDER BY seq",
+        [&](Stmt& st) { st.Bind(1, origin).Bind(2, after); },
+        [&](const Stmt& st) -> absl::Status {
+          ObjectChange c;
+          c.stamp.origin = std::string(origin);
+          c.stamp.seq = st.ColumnInt(0);
+          c.stamp.hlc = static_cast<HlcTime>(st.ColumnInt(1));
+          const std::string key = st.ColumnText(2);
+          const size_t slash = key.find('/');
+          if (slash == std::string::npos) {
+            return absl::DataLossError(
+                absl::StrCat("change_log ", Describe(origin, c.stamp.seq),
+                             ": key \"", key, "\" is not namespace/key"));
+          }
+          c.ns = key.substr(0, slash);
+          c.key = key.substr(slash + 1);
+          if (!st.ColumnIsNull(3)) c.value = st.ColumnBlob(3);
+          const size_t size = SizeOf(c);
+          if (!batch.changes.empty() && batch.bytes + size > max_bytes) {
+            return absl::CancelledError("chunk full");  // stops the query
+          }
+          batch.bytes += size;
+          batch.changes.push_back(std::move(c));
+          return absl::OkStatus();
+        });
+  });
+  if (!s.ok() && !absl::IsCancelled(s)) return s;
+  batch.more = !batch.changes.empty() && batch.changes.back().stamp.seq < last;
+  return batch;
+}
+
+absl::StatusOr<SnapshotChunk> ObjectStore::ReadSnapshot(
+    const std::pair<std::string, std::string>& after, size_t max_bytes) {
+  SnapshotChunk chunk;
+  chunk.after = after;
+  chunk.done = true;
+  absl::Status s = store_->InTransaction([&](Transaction& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(chunk.versions, ReadVector(tx, false));
+    return tx.Query(
+        absl::StrCat(kSelectRow,
+                     "WHERE (namespace, key) > (?, ?) ORDER BY namespace, key"),
+        [&](Stmt& st) { st.Bind(1, after.first).Bind(2, after.second); },
+        [&](const Stmt& st) -> absl::Status {
+          Object o = ReadRow(st);
+          const size_t size = 24 + o.stamp.origin.size() + o.ns.size() +
+                              o.key.size() +
+                              (o.value.has_value() ? o.value->size() : 0);
+          if (!chunk.rows.empty() && chunk.bytes + size > max_bytes) {
+            chunk.done = false;
+            return absl::CancelledError("chunk full");
+          }
+          chunk.bytes += size;
+          chunk.last = {o.ns, o.key};
+          chunk.rows.push_back(std::move(o));
+          return absl::OkStatus();
+        });
+  });
+  if (!s.ok() && !absl::IsCancelled(s)) return s;
+  return chunk;
+}
+
+absl::Status ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
+                                        absl::string_view sender) {
+  for (const Object& o : chunk.rows) {
+    RETURN_IF_ERROR(Validate(o.ns, o.key, o.value));
+  }
+  return store_->InReplicatedTransaction([&](Transaction& tx) -> absl::Status {
+    // Ours in the range that the sender no longer has, though it saw them:
+    // superseded there, and their successors collected.
+    std::vector<Object> ours;
+    RETURN_IF_ERROR(tx.Query(
+        absl::StrCat(kSelectRow, chunk.done ? "WHERE (namespace, key) > (?, ?)"
+                                            : "WHERE (namespace, key) > (?, ?) "
+                                              "AND (namespace, key) <= (?, ?)"),
+        [&](Stmt& st) {
+          st.Bind(1, chunk.after.first).Bind(2, chunk.after.second);
+          if (!chunk.done)
+            st.Bind(3, chunk.last.first).Bind(4, chunk.last.second);
+        },
+        [&](const Stmt& st) {
+          ours.push_back(ReadRow(st));
+          return absl::OkStatus();
+        }));
+    std::map<std::pair<std::string, std::string>, const Object*> theirs;
+    for (const Object& o : chunk.rows) theirs[{o.ns, o.key}] = &o;
+    for (const Object& o : ours) {
+      if (theirs.contains({o.ns, o.key})) continue;
+      if (o.stamp.seq > At(chunk.versions, o.stamp.origin)) continue;
+      RETURN_IF_ERROR(
+          tx.Execute("DELETE FROM objects WHERE namespace=? AND key=?",
+                     [&](Stmt& st) { st.Bind(1, o.ns).Bind(2, o.key); }));
+    }
+    for (const Object& o : chunk.rows) {
+      ASSIGN_OR_RETURN(std::string owner, OwnerOf(o.ns, o.key));
+      if (!owner.empty() && owner != o.stamp.origin) {
+        log::Warn("replication: snapshot row of another node's object skipped",
+                  {{"object", LogKey(o.ns, o.key)},
+                   {"origin", o.stamp.origin},
+                   {"sender", sender}});
+        continue;
+      }
+      absl::StatusOr<HlcTime> received =
+          store_->ReceiveHlc(o.stamp.hlc, options_.max_offset);
+      if (!received.ok()) {
+        log::Warn("replication: snapshot row stamped in the future skipped",
+                  {{"object", LogKey(o.ns, o.key)},
+                   {"sender", sender},
+                   {"error", received.status()}});
+        continue;
+      }
+      ASSIGN_OR_RETURN(std::optional<Object> now, Current(tx, o.ns, o.key));
+      if (!now.has_value() || Wins(o.stamp, now->stamp)) {
+        RETURN_IF_ERROR(Upsert(tx, o.ns, o.key, o.value, o.stamp, owner));
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ObjectStore::FinishResync(const VersionVector& base) {
+  return store_->InReplicatedTransaction([&](Transaction& tx) -> absl::Status {
+    ASSIGN_OR_RETURN(VersionVector held, ReadVector(tx, false));
+    for (const auto& [origin, seq] : base) {
+      if (seq <= At(held, origin)) continue;
+      if (origin == this->origin()) {
+        // Peers hold changes of ours that this database lost (restored
+        // from an older copy): new ones would reuse their numbers.
+        log::Error(
+            "replication: peers hold changes of this node it lacks",
+            {{"origin", origin}, {"held", At(held, origin)}, {"peer", seq}});
+        continue;
+      }
+      RETURN_IF_ERROR(tx.Execute(
+          "INSERT INTO replica_versions(origin, seq, floor) VALUES(?1, ?2, ?2) "
+          "ON CONFLICT(origin) DO UPDATE SET seq=?2, floor=max(floor, ?2)",
+          [&](Stmt& st) { st.Bind(1, origin).Bind(2, seq); }));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<GcResult> ObjectStore::CollectGarbage(
+    const VersionVector& seen_by_all, HlcTime cutoff) {
+  GcResult result;
+  RETURN_IF_ERROR(
+      store_->InReplicatedTransaction([&](Transaction& tx) -> absl::Status {
+        ASSIGN_OR_RETURN(VersionVector held, ReadVector(tx, false));
+        for (const auto& [origin, last] : held) {
+          const int64_t seen = std::min(At(seen_by_all, origin), last);
+          RETURN_IF_ERROR(tx.Query(
+              "SELECT count(*) FROM objects WHERE value IS NULL AND origin=? "
+              "AND (seq<=? OR hlc<?)",
+              [&](Stmt& st) {
+                st.Bind(1, origin).Bind(2, seen).Bind(
+                    3, static_cast<int64_t>(cutoff));
+              },
+              [&](const Stmt& st) {
+                result.tombstones += st.ColumnInt(0);
+                return absl::OkStatus();
+              }));
+          RETURN_IF_ERROR(tx.Execute(
+              "DELETE FROM objects WHERE value IS NULL AND origin=? AND "
+              "(seq<=? OR hlc<?)",
+              [&](Stmt& st) {
+                st.Bind(1, origin).Bind(2, seen).Bind(
+                    3, static_cast<int64_t>(cutoff));
+              }));
+          // An origin's times rise with its sequence, so what is collected
+          // is a prefix of its log; its last entry stays (it carries the
+          // origin's last seq and the highest time across restarts).
+          int64_t upto = 0;
+          RETURN_IF_ERROR(tx.Query(
+              "SELECT coalesce(max(seq), 0) FROM change_log WHERE origin=?1 "
+              "AND seq<?2 AND (seq<=?3 OR hlc<?4)",
+              [&](Stmt& st) {
+                st.Bind(1, origin).Bind(2, last).Bind(3, seen).Bind(
+                    4, static_cast<int64_t>(cutoff));
+              },
+              [&](const Stmt& st) {
+                upto = st.ColumnInt(0);
+                return absl::OkStatus();
+              }));
+          if (upto == 0) continue;
+          RETURN_IF_ERROR(tx.Query(
+              "SELECT count(*) FROM change_log WHERE origin=? AND seq<=?",
+              [&](Stmt& st) { st.Bind(1, origin).Bind(2, upto); },
+              [&](const Stmt& st) {
+                result.log_changes += st.ColumnInt(0);
+                return absl::OkStatus();
+              }));
+          RETURN_IF_ERROR(
+              tx.Execute("DELETE FROM change_log WHERE origin=? AND seq<=?",
+                         [&](Stmt& st) { st.Bind(1, origin).Bind(2, upto); }));
+          RETURN_IF_ERROR(tx.Execute(
+              "UPDATE replica_versions SET floor=max(floor, ?) WHERE origin=?",
+              [&](Stmt& st) { st.Bind(1, upto).Bind(2, origin); }));
+        }
+        return absl::OkStatus();
+      }));
+  return result;
+}
+
+}  // namespace mycel::store

@@ -1,0 +1,204 @@
+// ObjectStore: the mesh's replicated objects (table `objects`), keys with
+// opaque values in namespaces, over one Store. It is the store half of
+// replication (mesh/replication drives it): local writes, changes received
+// from other origins, the version vector, reading the change log for a
+// peer, full snapshots for a peer too far behind, and garbage collection.
+//
+// The merge rule: every change carries its origin node, that origin's
+// gap-free sequence number and a hybrid logical clock time. A key holds the
+// change with the highest (hlc, origin); a losing change is still logged,
+// so that the version vector advances and the log can be relayed. A delete
+// is a change with no value (a tombstone), collected once every live member
+// has seen it or after a maximum age. A peer whose version vector is below
+// the log's floor (what GC or a full resync left out) must resync in full.
+//
+// Node-owned objects: a namespace starting with "node." holds objects of
+// one node each, named by the key up to its first '/' ("node.status" key
+// "n1" or "n1/disk" belongs to n1). Only that node may change them: its
+// local writes are refused elsewhere, and so is a received change whose
+// origin is not the owner.
+//
+// Thread-safe (the Store serialises). `store` must outlive it.
+#ifndef MYCEL_DAEMON_STORE_OBJECTS_H_
+#define MYCEL_DAEMON_STORE_OBJECTS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/store/hlc.h"
+#include "daemon/store/store.h"
+
+namespace mycel::store {
+
+// Per origin, the highest sequence number held with none missing below.
+using VersionVector = std::map<std::string, int64_t, std::less<>>;
+
+// One change to an object, as logged and as sent to peers.
+struct ObjectChange {
+  ChangeStamp stamp;
+  std::string ns;
+  std::string key;
+  std::optional<std::string> value;  // nullopt: deleted
+
+  friend bool operator==(const ObjectChange&, const ObjectChange&) = default;
+};
+
+// An object's row: its value and the stamp of the change that wrote it.
+struct Object {
+  std::string ns;
+  std::string key;
+  std::optional<std::string> value;  // nullopt: a tombstone
+  ChangeStamp stamp;
+  std::string owner;  // empty: shared
+
+  friend bool operator==(const Object&, const Object&) = default;
+};
+
+// Which write a compare-and-set expects to replace: the origin and sequence
+// of the change that wrote the value read. seq 0: the key must not exist
+// (or be deleted).
+struct ObjectVersion {
+  std::string origin;
+  int64_t seq = 0;
+};
+
+enum class ApplyResult {
+  kApplied,    // new, and it won its key
+  kLost,       // new, logged, but the key holds a later change
+  kDuplicate,  // already held; nothing changed
+};
+
+// A run of changes of one origin, in sequence order.
+struct ChangeBatch {
+  std::vector<ObjectChange> changes;
+  size_t bytes = 0;
+  bool more = false;  // the log holds later changes of that origin
+};
+
+// A range of the objects table, read in one transaction: every row (and
+// tombstone) with a (namespace, key) after `after` and up to `last`, or to
+// the end when `done`. `versions` is the sender's vector when it was read.
+struct SnapshotChunk {
+  std::pair<std::string, std::string> after;
+  std::pair<std::string, std::string> last;
+  bool done = false;
+  std::vector<Object> rows;
+  VersionVector versions;
+  size_t bytes = 0;
+};
+
+struct GcResult {
+  int64_t tombstones = 0;   // tombstones removed from objects
+  int64_t log_changes = 0;  // changes removed from the change log
+};
+
+class ObjectStore {
+ public:
+  struct Options {
+    // A value larger than this is refused (INVALID_ARGUMENT, field value).
+    size_t max_value_bytes = 1 << 20;
+    size_t max_key_bytes = 1024;
+    // A received change stamped further ahead of this node's clock is
+    // refused (CockroachDB's max offset).
+    absl::Duration max_offset = absl::Milliseconds(500);
+  };
+
+  explicit ObjectStore(Store* store) : ObjectStore(store, Options{}) {}
+  ObjectStore(Store* store, Options options)
+      : store_(store), options_(options) {}
+  ObjectStore(const ObjectStore&) = delete;
+  ObjectStore& operator=(const ObjectStore&) = delete;
+
+  const std::string& origin() const { return store_->origin(); }
+  const Options& options() const { return options_; }
+
+  // The owner of (ns, key): empty for a shared object. INVALID_ARGUMENT
+  // for a node-owned namespace whose key names no node.
+  static absl::StatusOr<std::string> OwnerOf(absl::string_view ns,
+                                             absl::string_view key);
+
+  // --- Local reads and writes ---
+
+  // The live object; NOT_FOUND (naming it) when absent or deleted.
+  absl::StatusOr<Object> Get(absl::string_view ns, absl::string_view key);
+  // Live objects of `ns` whose key starts with `prefix`, in key order.
+  absl::StatusOr<std::vector<Object>> List(absl::string_view ns,
+                                           absl::string_view prefix);
+  // Every row, tombstones included, in (namespace, key) order.
+  absl::StatusOr<std::vector<Object>> Dump();
+
+  // Writes (value) or deletes (nullopt) through Store::WriteReplicated.
+  // With `if_version`, only when the key holds that version now
+  // (FAILED_PRECONDITION naming both versions otherwise): a compare-and-set
+  // local to this node. INVALID_ARGUMENT names the bad field (namespace,
+  // key, value); PERMISSION_DENIED for another node's object. Returns the
+  // change, with its stamp.
+  absl::StatusOr<ObjectChange> Write(
+      absl::string_view ns, absl::string_view key,
+      std::optional<absl::string_view> value,
+      std::optional<ObjectVersion> if_version = std::nullopt);
+
+  // --- Replication ---
+
+  // Applies a change made by another origin and sent by `sender` (the
+  // identity the transport authenticated), in one transaction, logging it
+  // with its own stamp. Errors, after which nothing changed:
+  //  - INVALID_ARGUMENT: a malformed change (names the field);
+  //  - PERMISSION_DENIED: a node-owned object changed by another origin, or
+  //    a change claiming this node's origin that it never made;
+  //  - FAILED_PRECONDITION: the seq is not the next of its origin (the
+  //    caller buffers it or fetches the ones missing), or its time is more
+  //    than max_offset ahead of this node's clock ("clock skew", logged).
+  absl::StatusOr<ApplyResult> ApplyRemote(const ObjectChange& change,
+                                          absl::string_view sender);
+
+  absl::StatusOr<VersionVector> Versions();
+  // Per origin, the seq at or below which the log may lack changes.
+  absl::StatusOr<VersionVector> Floors();
+
+  // Changes of `origin` after seq `after`, in order, at most `max_bytes`
+  // (and at least one when there is one). OUT_OF_RANGE when some of them
+  // are no longer in the log (`after` is below the floor): the peer must
+  // resync in full.
+  absl::StatusOr<ChangeBatch> ReadChanges(absl::string_view origin,
+                                          int64_t after, size_t max_bytes);
+
+  // Rows after `after` (in (namespace, key) order), at most `max_bytes`
+  // (at least one row).
+  absl::StatusOr<SnapshotChunk> ReadSnapshot(
+      const std::pair<std::string, std::string>& after, size_t max_bytes);
+  // Merges a chunk of `sender`'s snapshot: each row by the merge rule, and
+  // a row of ours in the chunk's range that the chunk lacks is removed when
+  // the sender had seen its change (it was superseded there and collected).
+  absl::Status ApplySnapshot(const SnapshotChunk& chunk,
+                             absl::string_view sender);
+  // Ends a full resync whose first chunk carried `base`: this node now
+  // holds every change up to it, and its log lacks the ones it skipped.
+  absl::Status FinishResync(const VersionVector& base);
+
+  // Removes tombstones and log entries that every live member has seen
+  // (seq at or below `seen_by_all[origin]`) or stamped before `cutoff`,
+  // keeping each origin's last log entry; raises the floors to match.
+  absl::StatusOr<GcResult> CollectGarbage(const VersionVector& seen_by_all,
+                                          HlcTime cutoff);
+
+  // A change's size as counted against chunk budgets.
+  static size_t SizeOf(const ObjectChange& c);
+
+ private:
+  absl::Status Validate(absl::string_view ns, absl::string_view key,
+                        const std::optional<std::string>& value) const;
+
+  Store* const store_;
+  const Options options_;
+};
+
+}  // namespace mycel::store
+
+#endif  // MYCEL_DAEMON_STORE_OBJECTS_H_

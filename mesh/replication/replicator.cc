@@ -1,0 +1,544 @@
+#include "mesh/replication/replicator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "mesh/replication/codec.h"
+#include "runtime/status.h"
+
+namespace mycel::replication {
+namespace {
+
+int64_t At(const store::VersionVector& v, absl::string_view origin) {
+  auto it = v.find(origin);
+  return it == v.end() ? 0 : it->second;
+}
+
+void Keep(absl::Status* first, absl::Status s) {
+  if (first->ok() && !s.ok()) *first = std::move(s);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Create(
+    ReplicatorOptions options, ReplicaLog* log, absl::Time now) {
+  auto invalid = [](absl::string_view field, absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+  };
+  if (options.name.empty()) return invalid("name", "empty");
+  if (options.fanout < 1) return invalid("fanout", "must be at least 1");
+  if (options.push_hops < 0) return invalid("push_hops", "must not be < 0");
+  if (options.anti_entropy_interval <= absl::ZeroDuration()) {
+    return invalid("anti_entropy_interval", "must be positive");
+  }
+  if (options.max_chunk_bytes == 0) {
+    return invalid("max_chunk_bytes", "must be positive");
+  }
+  if (options.window < 1) return invalid("window", "must be at least 1");
+  if (options.max_streams < 1) {
+    return invalid("max_streams", "must be at least 1");
+  }
+  if (options.stream_timeout <= absl::ZeroDuration()) {
+    return invalid("stream_timeout", "must be positive");
+  }
+  if (options.gc_interval <= absl::ZeroDuration()) {
+    return invalid("gc_interval", "must be positive");
+  }
+  if (options.tombstone_max_age <= absl::ZeroDuration()) {
+    return invalid("tombstone_max_age", "must be positive");
+  }
+  if (log == nullptr) return invalid("log", "null");
+  std::unique_ptr<Replicator> r(new Replicator(std::move(options), log, now));
+  RETURN_IF_ERROR(r->ReloadVersions());
+  return r;
+}
+
+Replicator::Replicator(ReplicatorOptions options, ReplicaLog* log,
+                       absl::Time now)
+    : options_(std::move(options)), log_(log), prng_(options_.random_seed) {
+  // Nodes started together spread their rounds over the interval.
+  const int64_t interval_us =
+      absl::ToInt64Microseconds(options_.anti_entropy_interval);
+  next_anti_entropy_ =
+      now +
+      absl::Microseconds(prng_.Uniform(std::max<int64_t>(interval_us, 1)));
+  next_gc_ = now + options_.gc_interval;
+}
+
+absl::Status Replicator::ReloadVersions() {
+  ASSIGN_OR_RETURN(held_, log_->Versions());
+  return absl::OkStatus();
+}
+
+void Replicator::SetMembers(std::vector<std::string> live,
+                            std::vector<std::string> away, absl::Time now) {
+  for (std::vector<std::string>* v : {&live, &away}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+    v->erase(std::remove(v->begin(), v->end(), options_.name), v->end());
+  }
+  members_ = std::move(live);
+  away_ = std::move(away);
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    if (std::binary_search(members_.begin(), members_.end(), it->second.peer)) {
+      ++it;
+    } else {
+      it = streams_.erase(it);
+    }
+  }
+}
+
+void Replicator::OnLocalChange(const store::ObjectChange& change,
+                               absl::Time now) {
+  int64_t& held = held_[change.stamp.origin];
+  held = std::max(held, change.stamp.seq);
+  Push({change}, options_.push_hops, "");
+}
+
+absl::Status Replicator::HandleMessage(absl::string_view peer,
+                                       const v1::ReplicationMessage& message,
+                                       absl::Time now) {
+  switch (message.body_case()) {
+    case v1::ReplicationMessage::kPush:
+      return HandlePush(peer, message.push(), now);
+    case v1::ReplicationMessage::kDigest:
+      return HandleDigest(peer, message.digest(), now);
+    case v1::ReplicationMessage::kChunk:
+      return HandleChunk(peer, message.chunk(), now);
+    case v1::ReplicationMessage::kAck:
+      HandleAck(peer, message.ack(), now);
+      return absl::OkStatus();
+    case v1::ReplicationMessage::BODY_NOT_SET:
+      break;
+  }
+  ++stats_.malformed;
+  return absl::InvalidArgumentError(
+      absl::StrCat("body: a replication message from ", peer, " has none"));
+}
+
+absl::Status Replicator::HandlePush(absl::string_view peer,
+                                    const v1::ReplicationPush& push,
+                                    absl::Time now) {
+  absl::Status first;
+  std::vector<store::ObjectChange> fresh;
+  for (const v1::ReplicationChange& p : push.changes()) {
+    absl::StatusOr<store::ObjectChange> c = FromProto(p);
+    if (!c.ok()) {
+      ++stats_.malformed;
+      Keep(&first, c.status());
+      continue;
+    }
+    Keep(&first, Receive(peer, *std::move(c), now, &fresh));
+  }
+  // A sender cannot make a change travel further than this node would.
+  const int hops =
+      std::min(static_cast<int>(push.hops()), options_.push_hops + 1);
+  if (hops > 0) Push(fresh, hops - 1, peer);
+  return first;
+}
+
+absl::Status Replicator::Receive(absl::string_view peer,
+                                 store::ObjectChange change, absl::Time now,
+                                 std::vector<store::ObjectChange>* fresh) {
+  ++stats_.changes_received;
+  const int64_t held = At(held_, change.stamp.origin);
+  if (change.stamp.seq <= held) {
+    ++stats_.duplicates;
+    return absl::OkStatus();
+  }
+  if (change.stamp.seq > held + 1) {
+    // Ahead of a gap: keep it until the ones before arrive, and ask the
+    // sender, which holds them, for a digest exchange.
+    if (pending_.size() >= options_.max_pending) {
+      ++stats_.pending_dropped;
+    } else {
+      auto key = std::make_pair(change.stamp.origin, change.stamp.seq);
+      if (pending_
+              .try_emplace(std::move(key), std::move(change), std::string(peer))
+              .second) {
+        ++stats_.changes_buffered;
+      }
+    }
+    auto last = last_digest_to_.find(peer);
+    if (last == last_digest_to_.end() ||
+        now - last->second >= options_.min_digest_gap) {
+      SendDigest(std::string(peer), /*reply=*/true, now);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status s = ApplyOne(peer, change);
+  if (!s.ok()) return s;
+  const std::string origin = change.stamp.origin;
+  fresh->push_back(std::move(change));
+  DrainPending(origin, fresh);
+  return absl::OkStatus();
+}
+
+absl::Status Replicator::ApplyOne(absl::string_view peer,
+                                  const store::ObjectChange& change) {
+  absl::StatusOr<store::ApplyResult> r = log_->Apply(change, peer);
+  if (!r.ok()) {
+    ++stats_.changes_refused;
+    return r.status();
+  }
+  int64_t& held = held_[change.stamp.origin];
+  held = std::max(held, change.stamp.seq);
+  switch (*r) {
+    case store::ApplyResult::kApplied:
+      ++stats_.changes_applied;
+      break;
+    case store::ApplyResult::kLost:
+      ++stats_.changes_lost;
+      break;
+    case store::ApplyResult::kDuplicate:
+      ++stats_.duplicates;
+      break;
+  }
+  return absl::OkStatus();
+}
+
+void Replicator::DrainPending(absl::string_view origin,
+                              std::vector<store::ObjectChange>* fresh) {
+  const std::string o(origin);
+  for (;;) {
+    const int64_t held = At(held_, o);
+    // Drop what is held already (it came another way).
+    pending_.erase(pending_.lower_bound({o, 0}),
+                   pending_.upper_bound({o, held}));
+    auto it = pending_.find({o, held + 1});
+    if (it == pending_.end()) return;
+    auto [change, sender] = std::move(it->second);
+    pending_.erase(it);
+    if (!ApplyOne(sender, change).ok()) return;
+    fresh->push_back(std::move(change));
+  }
+}
+
+absl::Status Replicator::HandleDigest(absl::string_view peer,
+                                      const v1::ReplicationDigest& digest,
+                                      absl::Time now) {
+  absl::StatusOr<store::VersionVector> theirs = FromProto(digest.versions());
+  if (!theirs.ok()) {
+    ++stats_.malformed;
+    return theirs.status();
+  }
+  if (At(*theirs, options_.name) > At(held_, options_.name)) {
+    ++stats_.own_sequence_behind;
+  }
+  const std::string p(peer);
+  peer_versions_[p] = *theirs;
+  if (digest.reply()) SendDigest(p, /*reply=*/false, now);
+  StartStream(p, *theirs, now);
+  return absl::OkStatus();
+}
+
+void Replicator::SendDigest(const std::string& peer, bool reply,
+                            absl::Time now) {
+  v1::ReplicationMessage m;
+  ToProto(held_, m.mutable_digest()->mutable_versions());
+  m.mutable_digest()->set_reply(reply);
+  last_digest_to_[peer] = now;
+  ++stats_.digests_sent;
+  Send(peer, std::move(m));
+}
+
+void Replicator::StartStream(const std::string& peer,
+                             const store::VersionVector& theirs,
+                             absl::Time now) {
+  for (const auto& [id, s] : streams_) {
+    if (s.peer == peer) return;  // one at a time; it sends the news too
+  }
+  std::set<std::string> lacking;
+  for (const auto& [origin, seq] : held_) {
+    if (seq > At(theirs, origin)) lacking.insert(origin);
+  }
+  if (lacking.empty()) return;
+  if (streams_.size() >= static_cast<size_t>(options_.max_streams)) return;
+  absl::StatusOr<store::VersionVector> floors = log_->Floors();
+  if (!floors.ok()) {
+    ++stats_.store_errors;
+    return;
+  }
+  OutStream s;
+  do {
+    s.id = prng_.Next();
+  } while (s.id == 0 || streams_.contains(s.id));
+  s.peer = peer;
+  s.last_progress = now;
+  for (const std::string& origin : lacking) {
+    // Part of what it lacks is no longer in the log: only a snapshot
+    // brings it up to date without resurrecting collected deletes.
+    if (At(theirs, origin) < At(*floors, origin)) s.snapshot = true;
+    s.cursors[origin] = At(theirs, origin);
+  }
+  if (s.snapshot) {
+    s.cursors.clear();
+    ++stats_.snapshots_started;
+  } else {
+    s.targets = lacking;
+    ++stats_.streams_started;
+  }
+  const uint64_t id = s.id;
+  streams_.emplace(id, std::move(s));
+  Pump(streams_.at(id), now);
+}
+
+void Replicator::Pump(OutStream& s, absl::Time now) {
+  while (!s.done_reading &&
+         s.unacked.size() < static_cast<size_t>(options_.window)) {
+    v1::ReplicationMessage m;
+    v1::ReplicationChunk* chunk = m.mutable_chunk();
+    chunk->set_stream(s.id);
+    chunk->set_index(s.next_index);
+    const bool ok = s.snapshot ? FillSnapshot(s, chunk) : FillChanges(s, chunk);
+    if (!ok) {
+      // The store failed: stop; the receiver drops a stream that goes
+      // quiet, and the next digest exchange starts again.
+      ++stats_.store_errors;
+      s.done_reading = true;
+      break;
+    }
+    s.unacked.insert(s.next_index++);
+    ++stats_.chunks_sent;
+    Send(s.peer, std::move(m));
+  }
+}
+
+bool Replicator::FillChanges(OutStream& s, v1::ReplicationChunk* chunk) {
+  size_t used = 0;
+  const std::vector<std::string> targets(s.targets.begin(), s.targets.end());
+  for (const std::string& origin : targets) {
+    if (used >= options_.max_chunk_bytes) break;
+    absl::StatusOr<store::ChangeBatch> batch = log_->ReadChanges(
+        origin, s.cursors[origin], options_.max_chunk_bytes - used);
+    if (!batch.ok()) return false;
+    for (const store::ObjectChange& c : batch->changes) {
+      *chunk->add_changes() = ToProto(c);
+      s.cursors[origin] = c.stamp.seq;
+    }
+    stats_.changes_streamed += batch->changes.size();
+    used += batch->bytes;
+    if (!batch->more) s.targets.erase(origin);
+  }
+  if (s.targets.empty()) {
+    s.done_reading = true;
+    chunk->set_last(true);
+  }
+  return true;
+}
+
+bool Replicator::FillSnapshot(OutStream& s, v1::ReplicationChunk* chunk) {
+  absl::StatusOr<store::SnapshotChunk> snap =
+      log_->ReadSnapshot(s.after, options_.max_chunk_bytes);
+  if (!snap.ok()) return false;
+  chunk->set_snapshot(true);
+  chunk->set_after_namespace(s.after.first);
+  chunk->set_after_key(s.after.second);
+  chunk->set_last_namespace(snap->last.first);
+  chunk->set_last_key(snap->last.second);
+  for (const store::Object& row : snap->rows) *chunk->add_rows() = ToProto(row);
+  ToProto(snap->versions, chunk->mutable_versions());
+  stats_.rows_streamed += snap->rows.size();
+  if (!snap->rows.empty()) s.after = snap->last;
+  if (snap->done) {
+    s.done_reading = true;
+    chunk->set_last(true);
+  }
+  return true;
+}
+
+void Replicator::HandleAck(absl::string_view peer,
+                           const v1::ReplicationAck& ack, absl::Time now) {
+  auto it = streams_.find(ack.stream());
+  if (it == streams_.end() || it->second.peer != peer) return;
+  OutStream& s = it->second;
+  if (s.unacked.erase(ack.index()) == 0) return;
+  s.last_progress = now;
+  if (s.done_reading && s.unacked.empty()) {
+    streams_.erase(it);
+    return;
+  }
+  Pump(s, now);
+}
+
+absl::Status Replicator::HandleChunk(absl::string_view peer,
+                                     const v1::ReplicationChunk& chunk,
+                                     absl::Time now) {
+  {
+    v1::ReplicationMessage ack;
+    ack.mutable_ack()->set_stream(chunk.stream());
+    ack.mutable_ack()->set_index(chunk.index());
+    Send(std::string(peer), std::move(ack));
+  }
+  absl::Status first;
+  if (!chunk.snapshot()) {
+    std::vector<store::ObjectChange> fresh;
+    for (const v1::ReplicationChange& p : chunk.changes()) {
+      absl::StatusOr<store::ObjectChange> c = FromProto(p);
+      if (!c.ok()) {
+        ++stats_.malformed;
+        Keep(&first, c.status());
+        continue;
+      }
+      Keep(&first, Receive(peer, *std::move(c), now, &fresh));
+    }
+    return first;
+  }
+
+  store::SnapshotChunk snap;
+  snap.after = {chunk.after_namespace(), chunk.after_key()};
+  snap.last = {chunk.last_namespace(), chunk.last_key()};
+  snap.done = chunk.last();
+  for (const v1::ReplicationChange& p : chunk.rows()) {
+    absl::StatusOr<store::ObjectChange> c = FromProto(p);
+    if (!c.ok()) {
+      ++stats_.malformed;
+      return c.status();  // the chunk is unusable; the resync will not end
+    }
+    snap.rows.push_back(store::Object{.ns = std::move(c->ns),
+                                      .key = std::move(c->key),
+                                      .value = std::move(c->value),
+                                      .stamp = std::move(c->stamp)});
+  }
+  absl::StatusOr<store::VersionVector> versions = FromProto(chunk.versions());
+  if (!versions.ok()) {
+    ++stats_.malformed;
+    return versions.status();
+  }
+  snap.versions = *std::move(versions);
+  absl::Status applied = log_->ApplySnapshot(snap, peer);
+  if (!applied.ok()) {
+    ++stats_.store_errors;
+    return applied;
+  }
+  InSnapshot& in = snapshots_[{std::string(peer), chunk.stream()}];
+  in.last_progress = now;
+  in.received.insert(chunk.index());
+  if (chunk.index() == 0) {
+    in.base = snap.versions;
+    in.have_base = true;
+  }
+  if (chunk.last()) in.last_index = static_cast<int64_t>(chunk.index());
+  if (!in.have_base || in.last_index < 0 ||
+      in.received.size() != static_cast<size_t>(in.last_index + 1)) {
+    return absl::OkStatus();
+  }
+  // Every range arrived: this node holds all the sender held at chunk 0.
+  const store::VersionVector base = in.base;
+  snapshots_.erase({std::string(peer), chunk.stream()});
+  RETURN_IF_ERROR(log_->FinishResync(base));
+  RETURN_IF_ERROR(ReloadVersions());
+  ++stats_.resyncs_completed;
+  std::vector<store::ObjectChange> fresh;
+  std::set<std::string> origins;
+  for (const auto& [key, entry] : pending_) origins.insert(key.first);
+  for (const std::string& origin : origins) DrainPending(origin, &fresh);
+  return absl::OkStatus();
+}
+
+void Replicator::Tick(absl::Time now) {
+  if (now >= next_anti_entropy_) {
+    next_anti_entropy_ = now + options_.anti_entropy_interval;
+    std::vector<std::string> peer = RandomPeers(1, "", "");
+    if (!peer.empty()) SendDigest(peer[0], /*reply=*/true, now);
+  }
+  if (now >= next_gc_) {
+    next_gc_ = now + options_.gc_interval;
+    CollectGarbage(now);
+  }
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    if (now - it->second.last_progress >= options_.stream_timeout) {
+      ++stats_.streams_timed_out;
+      it = streams_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = snapshots_.begin(); it != snapshots_.end();) {
+    if (now - it->second.last_progress >= 2 * options_.stream_timeout) {
+      it = snapshots_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+absl::Time Replicator::NextDeadline() const {
+  absl::Time t = std::min(next_anti_entropy_, next_gc_);
+  for (const auto& [id, s] : streams_) {
+    t = std::min(t, s.last_progress + options_.stream_timeout);
+  }
+  for (const auto& [key, in] : snapshots_) {
+    t = std::min(t, in.last_progress + 2 * options_.stream_timeout);
+  }
+  return t;
+}
+
+std::vector<Outbound> Replicator::TakeOutbox() {
+  std::vector<Outbound> out;
+  out.swap(outbox_);
+  return out;
+}
+
+store::VersionVector Replicator::SeenByAll() const {
+  store::VersionVector seen = held_;
+  for (const std::vector<std::string>* group : {&members_, &away_}) {
+    for (const std::string& m : *group) {
+      auto it = peer_versions_.find(m);
+      if (it == peer_versions_.end()) return {};
+      for (auto& [origin, seq] : seen) {
+        seq = std::min(seq, At(it->second, origin));
+      }
+    }
+  }
+  return seen;
+}
+
+void Replicator::CollectGarbage(absl::Time now) {
+  const store::HlcTime cutoff =
+      store::MakeHlc(absl::ToUnixMillis(now - options_.tombstone_max_age), 0);
+  absl::StatusOr<store::GcResult> r = log_->CollectGarbage(SeenByAll(), cutoff);
+  if (!r.ok()) {
+    ++stats_.store_errors;
+    return;
+  }
+  stats_.gc_tombstones += r->tombstones;
+  stats_.gc_log_changes += r->log_changes;
+}
+
+void Replicator::Push(const std::vector<store::ObjectChange>& changes, int hops,
+                      absl::string_view except) {
+  if (changes.empty()) return;
+  v1::ReplicationMessage m;
+  for (const store::ObjectChange& c : changes) {
+    *m.mutable_push()->add_changes() = ToProto(c);
+  }
+  m.mutable_push()->set_hops(static_cast<uint32_t>(hops));
+  for (std::string& peer : RandomPeers(options_.fanout, except, "")) {
+    ++stats_.pushes_sent;
+    Send(std::move(peer), m);
+  }
+}
+
+std::vector<std::string> Replicator::RandomPeers(int k,
+                                                 absl::string_view except_a,
+                                                 absl::string_view except_b) {
+  std::vector<std::string> pool;
+  pool.reserve(members_.size());
+  for (const std::string& m : members_) {
+    if (m != except_a && m != except_b) pool.push_back(m);
+  }
+  const size_t n = std::min(pool.size(), static_cast<size_t>(k));
+  for (size_t i = 0; i < n; ++i) {
+    std::swap(pool[i], pool[i + prng_.Uniform(pool.size() - i)]);
+  }
+  pool.resize(n);
+  return pool;
+}
+
+void Replicator::Send(std::string to, v1::ReplicationMessage message) {
+  outbox_.push_back({std::move(to), std::move(message)});
+}
+
+}  // namespace mycel::replication

@@ -1,0 +1,261 @@
+// Replicator: gossip of the mesh's replicated objects, as an I/O-free state
+// machine. It reads no clock, opens no socket and starts no thread; its
+// randomness is a Prng seeded by the caller. Events go in (a change this
+// node committed, a message from an authenticated peer, a tick, a new list
+// of live members); messages and one wake-up time come out. Its only seam
+// to the outside is the ReplicaLog (the local SQLite replica), which it
+// reads and writes synchronously. The daemon drives it over mTLS gRPC; the
+// simulation test drives the same code in virtual time.
+// docs/replication.md describes the protocol.
+//
+// Driving it:
+//
+//   auto r = Replicator::Create(options, &log, now);
+//   r->SetMembers(live, away, now);              // and on every change
+//   loop:
+//     after a local write commits:           r->OnLocalChange(change, now)
+//     on a message from an authenticated peer: r->HandleMessage(peer, m, now)
+//     when now >= r->NextDeadline():          r->Tick(now)
+//     after any of them: send every r->TakeOutbox() entry, re-arm the timer
+//
+// Dissemination. Push: a new change goes at once to `fanout` random live
+// peers with a hop budget; a peer that had not seen it passes it on to
+// `fanout` more with one hop less, so each change is gossiped a bounded
+// number of times. Anti-entropy: every `anti_entropy_interval`, a digest
+// (this node's version vector) goes to one random peer, which answers with
+// its own; each side then streams to the other only the changes it lacks,
+// in chunks of at most `max_chunk_bytes`, at most `window` unacknowledged
+// per stream (backpressure) and at most `max_streams` streams at once. A
+// peer behind the log's floor (changes compacted by GC) gets a full
+// snapshot instead. Live pushes never queue behind a stream: a stream has
+// at most `window` chunks out, and pushes are sent as they happen.
+//
+// Received changes that arrive ahead of a gap (seq not the next of their
+// origin) wait in a bounded buffer until the gap fills, and the sender is
+// asked for a digest exchange. Changes the store refuses (another node's
+// object, a time too far ahead) are counted and dropped.
+//
+// Thread-safety: none; the driver serialises calls (one strand). `log` is
+// borrowed and must outlive the Replicator.
+#ifndef MYCEL_MESH_REPLICATION_REPLICATOR_H_
+#define MYCEL_MESH_REPLICATION_REPLICATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/store/objects.h"
+#include "mesh/membership/prng.h"
+#include "mesh/replication/replica_log.h"
+#include "mycel/v1/replication.pb.h"
+
+namespace mycel::replication {
+
+struct ReplicatorOptions {
+  // This node (the origin of its changes).
+  std::string name;
+  // Peers a new change is pushed to, and hops it travels past the first.
+  int fanout = 3;
+  int push_hops = 2;
+  absl::Duration anti_entropy_interval = absl::Seconds(2);
+  // After a gap, the soonest another digest goes to the same peer.
+  absl::Duration min_digest_gap = absl::Milliseconds(500);
+  // A stream's chunk budget, its window of unacknowledged chunks, and how
+  // many outgoing streams run at once.
+  size_t max_chunk_bytes = 64 << 10;
+  int window = 4;
+  int max_streams = 4;
+  // A stream with no acknowledgement for this long is dropped (the next
+  // digest exchange starts over from what the peer holds).
+  absl::Duration stream_timeout = absl::Seconds(5);
+  // Garbage collection: how often, and the age after which tombstones and
+  // log entries go even if a member has not seen them (the GC horizon).
+  absl::Duration gc_interval = absl::Minutes(1);
+  absl::Duration tombstone_max_age = absl::Hours(72);
+  // Received changes waiting for a gap before them to fill.
+  size_t max_pending = 16384;
+  uint64_t random_seed = 0;
+};
+
+struct Outbound {
+  std::string to;
+  v1::ReplicationMessage message;
+};
+
+// Counters a driver exports as metrics; tests assert on them.
+struct ReplicatorStats {
+  uint64_t pushes_sent = 0;
+  uint64_t changes_received = 0;  // in pushes and chunks
+  uint64_t changes_applied = 0;   // won their key
+  uint64_t changes_lost = 0;      // new, but an older write than the key's
+  uint64_t duplicates = 0;        // already held
+  uint64_t changes_refused = 0;   // the store refused them
+  uint64_t changes_buffered = 0;  // arrived ahead of a gap
+  uint64_t pending_dropped = 0;   // the buffer was full
+  uint64_t digests_sent = 0;
+  uint64_t streams_started = 0;
+  uint64_t snapshots_started = 0;
+  uint64_t chunks_sent = 0;
+  uint64_t changes_streamed = 0;   // changes sent in chunks
+  uint64_t rows_streamed = 0;      // snapshot rows sent
+  uint64_t resyncs_completed = 0;  // full snapshots received whole
+  uint64_t streams_timed_out = 0;
+  uint64_t malformed = 0;
+  uint64_t store_errors = 0;
+  // A peer's digest holds more of this node's own changes than it does:
+  // its database lost commits (restored from an older copy, or a power
+  // loss under synchronous=NORMAL), and its next writes reuse their
+  // numbers. The driver logs it.
+  uint64_t own_sequence_behind = 0;
+  uint64_t gc_tombstones = 0;
+  uint64_t gc_log_changes = 0;
+};
+
+class Replicator {
+ public:
+  // INVALID_ARGUMENT for a bad option (names it); the log's error when it
+  // cannot read the version vector.
+  static absl::StatusOr<std::unique_ptr<Replicator>> Create(
+      ReplicatorOptions options, ReplicaLog* log, absl::Time now);
+
+  Replicator(const Replicator&) = delete;
+  Replicator& operator=(const Replicator&) = delete;
+
+  // --- Events in ---
+
+  // The live members, which pushes and digests go to, and the members
+  // away (suspect, or dead but not yet forgotten by membership), which get
+  // nothing but whose vectors still hold back garbage collection until the
+  // age horizon, so that a node back from a short outage catches up from
+  // the log rather than by a full resync. This node may be listed; it is
+  // ignored. Streams to nodes no longer live stop.
+  void SetMembers(std::vector<std::string> live, std::vector<std::string> away,
+                  absl::Time now);
+
+  // A change this node committed (ObjectStore::Write): pushed at once.
+  void OnLocalChange(const store::ObjectChange& change, absl::Time now);
+
+  // A message from `peer`, the name the transport authenticated. Returns
+  // the first problem (a malformed message, a change the store refused),
+  // for the driver to log; the rest of the message is still used.
+  absl::Status HandleMessage(absl::string_view peer,
+                             const v1::ReplicationMessage& message,
+                             absl::Time now);
+
+  // Runs what is due at `now` (anti-entropy, GC, stream timeouts). Calling
+  // early is harmless.
+  void Tick(absl::Time now);
+
+  // --- Out ---
+
+  absl::Time NextDeadline() const;
+  std::vector<Outbound> TakeOutbox();
+
+  // --- Queries ---
+
+  // This node's version vector, as last read or advanced.
+  const store::VersionVector& versions() const { return held_; }
+  // Each peer's vector, from its last digest: how far behind it is.
+  const std::map<std::string, store::VersionVector, std::less<>>&
+  peer_versions() const {
+    return peer_versions_;
+  }
+  // What every member, live or away, holds (the minimum of their vectors
+  // and ours); empty while some member's vector is unknown.
+  store::VersionVector SeenByAll() const;
+  size_t pending() const { return pending_.size(); }
+  size_t outgoing_streams() const { return streams_.size(); }
+  const ReplicatorStats& stats() const { return stats_; }
+  const ReplicatorOptions& options() const { return options_; }
+
+ private:
+  // A stream this node sends, answering a peer's digest.
+  struct OutStream {
+    uint64_t id = 0;
+    std::string peer;
+    bool snapshot = false;
+    // Changes: per origin, the last seq sent; those with more to send.
+    std::map<std::string, int64_t> cursors;
+    std::set<std::string> targets;
+    // Snapshot: the last (namespace, key) sent.
+    std::pair<std::string, std::string> after;
+    bool done_reading = false;
+    uint64_t next_index = 0;
+    std::set<uint64_t> unacked;
+    absl::Time last_progress;
+  };
+  // A snapshot this node receives.
+  struct InSnapshot {
+    store::VersionVector base;  // from chunk 0
+    bool have_base = false;
+    std::set<uint64_t> received;
+    int64_t last_index = -1;  // known once the last chunk arrived
+    absl::Time last_progress;
+  };
+
+  Replicator(ReplicatorOptions options, ReplicaLog* log, absl::Time now);
+
+  absl::Status HandlePush(absl::string_view peer,
+                          const v1::ReplicationPush& push, absl::Time now);
+  absl::Status HandleDigest(absl::string_view peer,
+                            const v1::ReplicationDigest& digest,
+                            absl::Time now);
+  absl::Status HandleChunk(absl::string_view peer,
+                           const v1::ReplicationChunk& chunk, absl::Time now);
+  void HandleAck(absl::string_view peer, const v1::ReplicationAck& ack,
+                 absl::Time now);
+
+  // Applies one received change (or buffers it behind a gap); appends to
+  // `fresh` every change it newly applied, including buffered ones it
+  // unblocked.
+  absl::Status Receive(absl::string_view peer, store::ObjectChange change,
+                       absl::Time now, std::vector<store::ObjectChange>* fresh);
+  absl::Status ApplyOne(absl::string_view peer,
+                        const store::ObjectChange& change);
+  void DrainPending(absl::string_view origin,
+                    std::vector<store::ObjectChange>* fresh);
+  absl::Status ReloadVersions();
+
+  void SendDigest(const std::string& peer, bool reply, absl::Time now);
+  void StartStream(const std::string& peer, const store::VersionVector& theirs,
+                   absl::Time now);
+  void Pump(OutStream& s, absl::Time now);
+  bool FillChanges(OutStream& s, v1::ReplicationChunk* chunk);
+  bool FillSnapshot(OutStream& s, v1::ReplicationChunk* chunk);
+
+  void Push(const std::vector<store::ObjectChange>& changes, int hops,
+            absl::string_view except);
+  std::vector<std::string> RandomPeers(int k, absl::string_view except_a,
+                                       absl::string_view except_b);
+  void Send(std::string to, v1::ReplicationMessage message);
+  void CollectGarbage(absl::Time now);
+
+  const ReplicatorOptions options_;
+  ReplicaLog* const log_;
+  membership::Prng prng_;
+  std::vector<std::string> members_;  // live, sorted, without this node
+  std::vector<std::string> away_;
+  store::VersionVector held_;
+  std::map<std::string, store::VersionVector, std::less<>> peer_versions_;
+  std::map<std::string, absl::Time, std::less<>> last_digest_to_;
+  // Received changes ahead of a gap, by (origin, seq), with their sender.
+  std::map<std::pair<std::string, int64_t>,
+           std::pair<store::ObjectChange, std::string>>
+      pending_;
+  std::map<uint64_t, OutStream> streams_;
+  std::map<std::pair<std::string, uint64_t>, InSnapshot> snapshots_;
+  absl::Time next_anti_entropy_;
+  absl::Time next_gc_;
+  std::vector<Outbound> outbox_;
+  ReplicatorStats stats_;
+};
+
+}  // namespace mycel::replication
+
+#endif  // MYCEL_MESH_REPLICATION_REPLICATOR_H_

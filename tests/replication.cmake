@@ -1,0 +1,8 @@
+# Tests for replication: the store half (daemon/store/objects.h) and the
+# state machine (mesh/replication) in a simulated mesh of real SQLite stores.
+mycel_test(replication_store_test SRCS unit/mesh/replication_store_test.cc
+  DEPS mycel_store mycel_testing)
+# A simulated mesh of real stores: partitions, loss, restarts, days offline
+# (a few seconds of wall time).
+mycel_test(replication_sim_test SRCS unit/mesh/replication_sim_test.cc
+  DEPS mycel_replication mycel_membership_sim mycel_testing TIMEOUT 300)

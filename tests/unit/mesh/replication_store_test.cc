@@ -1,0 +1,456 @@
+// The store half of replication (daemon/store/objects.h): local writes,
+// changes from other origins, the merge rule, ownership, clock skew, the
+// log a peer reads, garbage collection, snapshots and restarts.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+
+#include "daemon/store/objects.h"
+#include "daemon/store/store.h"
+#include "runtime/manual_clock.h"
+#include "tests/testing/process.h"
+
+namespace mycel::store {
+namespace {
+
+constexpr absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
+
+// A node: its store and objects on a clock the test moves.
+struct Node {
+  Node(const testing::TempDir& dir, const std::string& name, ManualClock* clock,
+       ObjectStore::Options options = {})
+      : path(dir.Sub(name + ".db")),
+        name(name),
+        clock(clock),
+        options(options) {
+    Open();
+  }
+  void Open() {
+    objects.reset();
+    store.reset();
+    auto s = Store::Open(path, Store::Options{.origin = name, .clock = clock});
+    REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    store = *std::move(s);
+    objects = std::make_unique<ObjectStore>(store.get(), options);
+  }
+  ObjectChange Put(const std::string& ns, const std::string& key,
+                   const std::string& value) {
+    auto c = objects->Write(ns, key, value);
+    REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+    return *c;
+  }
+  ObjectChange Del(const std::string& ns, const std::string& key) {
+    auto c = objects->Write(ns, key, std::nullopt);
+    REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+    return *c;
+  }
+  std::optional<std::string> Value(const std::string& ns,
+                                   const std::string& key) {
+    auto o = objects->Get(ns, key);
+    if (absl::IsNotFound(o.status())) return std::nullopt;
+    REQUIRE_MESSAGE(o.ok(), o.status().ToString());
+    return o->value;
+  }
+  int64_t Count(const char* sql) {
+    int64_t n = -1;
+    REQUIRE(store
+                ->Query(
+                    sql, [](Stmt&) {},
+                    [&](const Stmt& st) {
+                      n = st.ColumnInt(0);
+                      return absl::OkStatus();
+                    })
+                .ok());
+    return n;
+  }
+
+  std::string path;
+  std::string name;
+  ManualClock* clock;
+  ObjectStore::Options options;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<ObjectStore> objects;
+};
+
+ObjectChange Change(const std::string& origin, int64_t seq, HlcTime hlc,
+                    const std::string& key, std::optional<std::string> value,
+                    const std::string& ns = "kv") {
+  return {.stamp = {.origin = origin, .seq = seq, .hlc = hlc},
+          .ns = ns,
+          .key = key,
+          .value = std::move(value)};
+}
+
+HlcTime At(absl::Time t, uint32_t counter = 0) {
+  return MakeHlc(absl::ToUnixMillis(t), counter);
+}
+
+TEST_CASE("local writes: put, get, list, delete as a tombstone") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock);
+  ObjectChange c1 = a.Put("kv", "app/x", "1");
+  CHECK(c1.stamp.origin == "a");
+  CHECK(c1.stamp.seq == 1);
+  CHECK(HlcMillis(c1.stamp.hlc) == absl::ToUnixMillis(kStart));
+  a.Put("kv", "app/y", "2");
+  a.Put("kv", "other", "3");
+  CHECK(a.Value("kv", "app/x") == "1");
+  auto listed = a.objects->List("kv", "app/");
+  REQUIRE(listed.ok());
+  REQUIRE(listed->size() == 2);
+  CHECK((*listed)[0].key == "app/x");
+  CHECK((*listed)[1].key == "app/y");
+
+  ObjectChange gone = a.Del("kv", "app/x");
+  CHECK(gone.stamp.seq == 4);
+  CHECK_FALSE(gone.value.has_value());
+  CHECK(a.objects->Get("kv", "app/x").status().code() ==
+        absl::StatusCode::kNotFound);
+  CHECK(a.objects->List("kv", "app/")->size() == 1);
+  // The tombstone stays, stamped, until collected.
+  CHECK(a.Count("SELECT count(*) FROM objects WHERE value IS NULL") == 1);
+  CHECK(a.Count("SELECT count(*) FROM change_log") == 4);
+  auto v = a.objects->Versions();
+  REQUIRE(v.ok());
+  CHECK(*v == VersionVector{{"a", 4}});
+}
+
+TEST_CASE("a put conditional on the version read is a compare-and-set") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock);
+  // Absent: seq 0 expects no live value.
+  auto created = a.objects->Write("kv", "k", "v1", ObjectVersion{});
+  REQUIRE(created.ok());
+  auto again = a.objects->Write("kv", "k", "v1b", ObjectVersion{});
+  CHECK(again.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_MESSAGE(again.status().message() ==
+                    "object kv/k is at version a:1, not the expected none "
+                    "(absent)",
+                again.status().ToString());
+
+  auto read = a.objects->Get("kv", "k");
+  REQUIRE(read.ok());
+  ObjectVersion seen{read->stamp.origin, read->stamp.seq};
+  a.Put("kv", "k", "someone else");  // moves the version on
+  auto stale = a.objects->Write("kv", "k", "v2", seen);
+  CHECK(stale.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(a.Value("kv", "k") == "someone else");
+  // A refused write takes no sequence number.
+  auto fresh = a.objects->Get("kv", "k");
+  auto ok = a.objects->Write(
+      "kv", "k", "v2", ObjectVersion{fresh->stamp.origin, fresh->stamp.seq});
+  REQUIRE(ok.ok());
+  CHECK(ok->stamp.seq == 3);
+  CHECK(a.Value("kv", "k") == "v2");
+}
+
+TEST_CASE("bad input is INVALID_ARGUMENT naming the field") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock, {.max_value_bytes = 16});
+  auto check = [&](const std::string& ns, const std::string& key,
+                   const std::string& value, const std::string& field) {
+    auto r = a.objects->Write(ns, key, value);
+    CHECK_MESSAGE(r.status().code() == absl::StatusCode::kInvalidArgument,
+                  r.status().ToString());
+    CHECK_MESSAGE(
+        r.status().message().substr(0, field.size() + 1) == field + ":",
+        r.status().ToString());
+  };
+  check("", "k", "v", "namespace");
+  check("Big", "k", "v", "namespace");
+  check("a/b", "k", "v", "namespace");
+  check("kv", "", "v", "key");
+  check("kv", std::string("a\0b", 3), "v", "key");
+  check("kv", std::string(2000, 'k'), "v", "key");
+  check("kv", "k", std::string(17, 'v'), "value");
+  check("node.status", "/x", "v", "key");
+  CHECK(a.objects->Write("kv", "k", std::string(16, 'v')).ok());
+  // Nothing refused took a sequence number.
+  CHECK(a.objects->Versions()->at("a") == 1);
+  // The same limits hold for what arrives from peers.
+  auto big = a.objects->ApplyRemote(
+      Change("b", 1, At(kStart), "k", std::string(17, 'v')), "b");
+  CHECK(big.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(a.objects->Versions()->count("b") == 0);
+}
+
+TEST_CASE("a change from another origin must be the next of its sequence") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock);
+  auto gap = a.objects->ApplyRemote(Change("b", 2, At(kStart), "k", "2"), "b");
+  CHECK(gap.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_MESSAGE(gap.status().message().find("not the next of its origin (1)") !=
+                    absl::string_view::npos,
+                gap.status().ToString());
+  CHECK_FALSE(a.Value("kv", "k").has_value());
+  CHECK(a.Count("SELECT count(*) FROM change_log") == 0);
+
+  auto one = a.objects->ApplyRemote(Change("b", 1, At(kStart), "k", "1"), "b");
+  REQUIRE(one.ok());
+  CHECK(*one == ApplyResult::kApplied);
+  auto two = a.objects->ApplyRemote(Change("b", 2, At(kStart, 1), "k", "2"),
+                                    "c");  // relayed by c
+  REQUIRE(two.ok());
+  CHECK(a.Value("kv", "k") == "2");
+  auto dup = a.objects->ApplyRemote(Change("b", 1, At(kStart), "k", "1"), "b");
+  REQUIRE(dup.ok());
+  CHECK(*dup == ApplyResult::kDuplicate);
+  CHECK(a.Value("kv", "k") == "2");
+  CHECK(a.objects->Versions()->at("b") == 2);
+  // The received change is logged with its own stamp.
+  CHECK(a.Count("SELECT count(*) FROM change_log WHERE origin='b'") == 2);
+}
+
+TEST_CASE("last writer wins on (hlc, origin), in either order") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  const ObjectChange older = Change("b", 1, At(kStart, 1), "k", "from b");
+  const ObjectChange newer = Change("c", 1, At(kStart, 2), "k", "from c");
+  // Same time: the higher origin wins.
+  const ObjectChange tie_low = Change("b", 2, At(kStart, 5), "t", "b");
+  const ObjectChange tie_high = Change("c", 2, At(kStart, 5), "t", "c");
+  for (bool forward : {true, false}) {
+    Node n(dir, forward ? "fwd" : "rev", &clock);
+    std::vector<ObjectChange> order = {older, newer, tie_low, tie_high};
+    if (!forward) order = {newer, older, tie_high, tie_low};
+    std::vector<ApplyResult> results;
+    for (const ObjectChange& c : order) {
+      auto r = n.objects->ApplyRemote(c, c.stamp.origin);
+      REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+      results.push_back(*r);
+    }
+    CHECK(n.Value("kv", "k") == "from c");
+    CHECK(n.Value("kv", "t") == "c");
+    // The losers are logged, so the vector advances past them.
+    CHECK(results[1] == (forward ? ApplyResult::kApplied : ApplyResult::kLost));
+    CHECK(*n.objects->Versions() == VersionVector{{"b", 2}, {"c", 2}});
+    CHECK(n.Count("SELECT count(*) FROM change_log") == 4);
+  }
+  // A local write after receiving is later than all it received.
+  Node a(dir, "a", &clock);
+  REQUIRE(a.objects->ApplyRemote(newer, "c").ok());
+  ObjectChange mine = a.Put("kv", "k", "mine");
+  CHECK(mine.stamp.hlc > newer.stamp.hlc);
+  CHECK(a.Value("kv", "k") == "mine");
+}
+
+TEST_CASE("a node-owned object changes only by its owner") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock);
+  CHECK(*ObjectStore::OwnerOf("node.status", "b/disk") == "b");
+  CHECK(ObjectStore::OwnerOf("kv", "b/disk")->empty());
+  // Locally: a may write its own, not b's.
+  CHECK(a.objects->Write("node.status", "a", "up").ok());
+  auto theirs = a.objects->Write("node.status", "b", "down");
+  CHECK(theirs.status().code() == absl::StatusCode::kPermissionDenied);
+  CHECK(theirs.status().message() ==
+        "object node.status/b belongs to node b; only it may change it, not "
+        "a");
+  // From peers: a change to b's object by origin c is refused, whoever
+  // sends it, and leaves no trace; b's own change is taken, relayed too.
+  auto forged = a.objects->ApplyRemote(
+      Change("c", 1, At(kStart), "b", "down", "node.status"), "c");
+  CHECK(forged.status().code() == absl::StatusCode::kPermissionDenied);
+  CHECK_MESSAGE(forged.status().message().find("belongs to node b") !=
+                    absl::string_view::npos,
+                forged.status().ToString());
+  CHECK(a.objects->Versions()->count("c") == 0);
+  CHECK(a.Count("SELECT count(*) FROM change_log WHERE origin='c'") == 0);
+  auto own = a.objects->ApplyRemote(
+      Change("b", 1, At(kStart), "b", "up", "node.status"), "c");
+  REQUIRE(own.ok());
+  CHECK(a.Value("node.status", "b") == "up");
+  CHECK(a.objects->Get("node.status", "b")->owner == "b");
+  // A change that claims to be this node's own, which it never made.
+  auto mine = a.objects->ApplyRemote(Change("a", 9, At(kStart), "k", "x"), "c");
+  CHECK(mine.status().code() == absl::StatusCode::kPermissionDenied);
+}
+
+TEST_CASE("a change stamped too far in the future is refused") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock, {.max_offset = absl::Milliseconds(500)});
+  auto far = a.objects->ApplyRemote(
+      Change("b", 1, At(kStart + absl::Seconds(10)), "k", "future"), "b");
+  CHECK(far.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_MESSAGE(
+      far.status().message().find("clock skew") != absl::string_view::npos,
+      far.status().ToString());
+  CHECK_MESSAGE(far.status().message().find("change b:1 sent by b") !=
+                    absl::string_view::npos,
+                far.status().ToString());
+  CHECK_FALSE(a.Value("kv", "k").has_value());
+  CHECK(a.objects->Versions()->count("b") == 0);
+  // Within the offset it is taken, and this node's clock moves past it.
+  const HlcTime near = At(kStart + absl::Milliseconds(400));
+  REQUIRE(a.objects->ApplyRemote(Change("b", 1, near, "k", "near"), "b").ok());
+  CHECK(a.Put("kv", "j", "x").stamp.hlc > near);
+  // Once the wall clock catches up, the refused one is accepted.
+  clock.Advance(absl::Seconds(10));
+  CHECK(a.objects
+            ->ApplyRemote(
+                Change("b", 2, At(kStart + absl::Seconds(10)), "k", "future"),
+                "b")
+            .ok());
+  CHECK(a.Value("kv", "k") == "future");
+}
+
+TEST_CASE("a peer reads an origin's changes in chunks of bounded bytes") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock);
+  for (int i = 0; i < 10; ++i) {
+    a.Put("kv", "k" + std::to_string(i), std::string(100, 'x'));
+  }
+  a.Del("kv", "k3");
+  int64_t after = 0;
+  int chunks = 0;
+  std::vector<int64_t> seqs;
+  for (;;) {
+    auto batch = a.objects->ReadChanges("a", after, 300);
+    REQUIRE(batch.ok());
+    REQUIRE_FALSE(batch->changes.empty());
+    CHECK(batch->bytes <= 300);
+    ++chunks;
+    for (const ObjectChange& c : batch->changes) seqs.push_back(c.stamp.seq);
+    after = batch->changes.back().stamp.seq;
+    if (!batch->more) break;
+  }
+  // 2 puts of 129 bytes fit in 300; the last two with the delete (29).
+  CHECK(chunks == 5);
+  CHECK(seqs == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  auto last = a.objects->ReadChanges("a", 10, 1);
+  REQUIRE(last.ok());
+  REQUIRE(last->changes.size() == 1);
+  CHECK(last->changes[0].key == "k3");
+  CHECK_FALSE(last->changes[0].value.has_value());
+  CHECK(a.objects->ReadChanges("a", 11, 300)->changes.empty());
+  CHECK(a.objects->ReadChanges("nobody", 0, 300)->changes.empty());
+}
+
+TEST_CASE("tombstones go once every live member saw them, or when old") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock);
+  a.Put("kv", "x", "1");  // 1
+  a.Del("kv", "x");       // 2
+  a.Put("kv", "y", "1");  // 3
+  a.Del("kv", "y");       // 4
+  a.Put("kv", "z", "1");  // 5
+  const HlcTime long_ago = At(kStart - absl::Hours(1));
+
+  // Nothing known of the members (an empty vector): nothing goes.
+  auto none = a.objects->CollectGarbage({}, long_ago);
+  REQUIRE(none.ok());
+  CHECK(none->tombstones == 0);
+  CHECK(none->log_changes == 0);
+  CHECK(a.objects->ReadChanges("a", 0, 1 << 20)->changes.size() == 5);
+
+  // Everyone has seen up to 1: its log entry goes, no tombstone yet.
+  auto first = a.objects->CollectGarbage({{"a", 1}}, long_ago);
+  REQUIRE(first.ok());
+  CHECK(first->tombstones == 0);
+  CHECK(first->log_changes == 1);
+  CHECK(a.Count("SELECT count(*) FROM objects WHERE value IS NULL") == 2);
+
+  // Everyone has seen up to 2: the first tombstone and its log go.
+  auto some = a.objects->CollectGarbage({{"a", 2}}, long_ago);
+  REQUIRE(some.ok());
+  CHECK(some->tombstones == 1);
+  CHECK(some->log_changes == 1);
+  CHECK(a.Count("SELECT count(*) FROM objects WHERE value IS NULL") == 1);
+  CHECK(a.objects->Floors()->at("a") == 2);
+  // A peer behind the floor is told to resync in full.
+  auto behind = a.objects->ReadChanges("a", 1, 1 << 20);
+  CHECK(behind.status().code() == absl::StatusCode::kOutOfRange);
+  CHECK_MESSAGE(behind.status().message().find("resync in full") !=
+                    absl::string_view::npos,
+                behind.status().ToString());
+  CHECK(a.objects->ReadChanges("a", 2, 1 << 20)->changes.size() == 3);
+
+  // By age: a day later, everything old goes but the last log entry.
+  clock.Advance(absl::Hours(24));
+  auto old = a.objects->CollectGarbage({}, At(clock.Now() - absl::Hours(1)));
+  REQUIRE(old.ok());
+  CHECK(old->tombstones == 1);
+  CHECK(old->log_changes == 2);
+  CHECK(a.Count("SELECT count(*) FROM objects WHERE value IS NULL") == 0);
+  CHECK(a.Count("SELECT count(*) FROM change_log") == 1);
+  CHECK(a.objects->Floors()->at("a") == 4);
+  CHECK(a.Value("kv", "z") == "1");  // live objects stay
+}
+
+TEST_CASE("after a restart the sequence goes on and is never reused") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock);
+  a.Put("kv", "x", "1");
+  a.Put("kv", "x", "2");
+  a.Del("kv", "x");
+  REQUIRE(a.objects->CollectGarbage({{"a", 3}}, 0).ok());
+  a.Open();  // as after kill -9: nothing but the database survives
+  ObjectChange next = a.Put("kv", "y", "1");
+  CHECK(next.stamp.seq == 4);
+  CHECK(a.objects->Versions()->at("a") == 4);
+  // Even when every log entry of it was collected but the last one.
+  REQUIRE(
+      a.objects->CollectGarbage({{"a", 4}}, At(kStart + absl::Hours(1))).ok());
+  CHECK(a.Count("SELECT count(*) FROM change_log") == 1);
+  a.Open();
+  CHECK(a.Put("kv", "z", "1").stamp.seq == 5);
+}
+
+TEST_CASE("a full resync brings a replica up without resurrecting deletes") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock);
+  Node r(dir, "r", &clock);
+  // r received a's put of k, then went away.
+  ObjectChange put = a.Put("kv", "k", "1");
+  REQUIRE(r.objects->ApplyRemote(put, "a").ok());
+  ObjectChange mine = r.Put("kv", "mine", "written while away");
+  // a deletes k, writes more, and collects the tombstone by age.
+  a.Del("kv", "k");
+  for (int i = 0; i < 20; ++i) a.Put("kv", "n" + std::to_string(i), "v");
+  clock.Advance(absl::Hours(100));
+  REQUIRE(
+      a.objects->CollectGarbage({}, At(clock.Now() - absl::Hours(72))).ok());
+  auto behind = a.objects->ReadChanges("a", 1, 1 << 20);
+  CHECK(behind.status().code() == absl::StatusCode::kOutOfRange);
+
+  // The snapshot, in small chunks.
+  std::pair<std::string, std::string> after;
+  VersionVector base;
+  int chunks = 0;
+  for (;;) {
+    auto chunk = a.objects->ReadSnapshot(after, 100);
+    REQUIRE(chunk.ok());
+    if (chunks++ == 0) base = chunk->versions;
+    REQUIRE(r.objects->ApplySnapshot(*chunk, "a").ok());
+    if (chunk->done) break;
+    after = chunk->last;
+  }
+  CHECK(chunks > 5);
+  REQUIRE(r.objects->FinishResync(base).ok());
+  CHECK_FALSE(r.Value("kv", "k").has_value());  // not resurrected
+  CHECK(r.Value("kv", "n19") == "v");
+  CHECK(r.Value("kv", "mine") == "written while away");  // not lost
+  CHECK(r.objects->Versions()->at("a") == 22);
+  CHECK(r.objects->Floors()->at("a") == 22);
+  CHECK(r.objects->Versions()->at("r") == mine.stamp.seq);
+  // Its own write still reaches a through the log.
+  auto fromr = r.objects->ReadChanges("r", 0, 1 << 20);
+  REQUIRE(fromr.ok());
+  REQUIRE(fromr->changes.size() == 1);
+  REQUIRE(a.objects->ApplyRemote(fromr->changes[0], "r").ok());
+  CHECK(a.Value("kv", "mine") == "written while away");
+}
+
+}  // namespace
+}  // namespace mycel::store
