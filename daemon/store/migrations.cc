@@ -105,6 +105,7 @@ CREATE TABLE members (
   record         BLOB NOT NULL,
   state_since_us INTEGER NOT NULL,
   last_heard_us  INTEGER              -- NULL: never heard from directly
+) STRICT, WITHOUT ROWID;
 )sql"},
     {7, R"sql(
 -- Objects: the mesh's shared state, keys in namespaces

@@ -505,7 +505,11 @@ absl::Status ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
 absl::Status ObjectStore::FinishResync(const VersionVector& base) {
   return store_->InReplicatedTransaction([&](Transaction& tx) -> absl::Status {
     ASSIGN_OR_RETURN(VersionVector held, ReadVector(tx, false));
-    for (const auto& [origin, seq] : base) {
+    for (const auto& entry : base) {
+      // Named copies: a lambda below captures them (clang 14 cannot capture
+      // a structured binding).
+      const auto& origin = entry.first;
+      const auto seq = entry.second;
       if (seq <= At(held, origin)) continue;
       if (origin == this->origin()) {
         // Peers hold changes of ours that this database lost (restored
@@ -530,7 +534,9 @@ absl::StatusOr<GcResult> ObjectStore::CollectGarbage(
   RETURN_IF_ERROR(
       store_->InReplicatedTransaction([&](Transaction& tx) -> absl::Status {
         ASSIGN_OR_RETURN(VersionVector held, ReadVector(tx, false));
-        for (const auto& [origin, last] : held) {
+        for (const auto& entry : held) {
+          const auto& origin = entry.first;  // captured below
+          const auto last = entry.second;
           const int64_t seen = std::min(At(seen_by_all, origin), last);
           RETURN_IF_ERROR(tx.Query(
               "SELECT count(*) FROM objects WHERE value IS NULL AND origin=? "
