@@ -1,7 +1,6 @@
 #include "cells/blank_pool.h"
 
 #include <sched.h>
-#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/log.h"

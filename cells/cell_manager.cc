@@ -2,7 +2,6 @@
 
 #include <sched.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <thread>

@@ -1,11 +1,5 @@
 #include "cells/log_file.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <string.h>
-#include <sys/xattr.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <vector>
 
@@ -31,23 +25,18 @@ std::string LogPath(const std::string& state_dir, const std::string& cell,
 std::string RotatedLogPath(const std::string& path) { return path + ".1"; }
 
 std::optional<uint64_t> ReadStreamOffset(int fd) {
-  char buf[32];
-  ssize_t n = fgetxattr(fd, kLogStreamOffsetXattr, buf, sizeof(buf));
+  // Missing, unreadable, over 32 bytes or not a number: no offset.
+  absl::StatusOr<std::string> value =
+      GetXattr(fd, kLogStreamOffsetXattr, /*max_size=*/32);
   uint64_t offset = 0;
-  if (n <= 0 || !absl::SimpleAtoi(
-                    absl::string_view(buf, static_cast<size_t>(n)), &offset)) {
+  if (!value.ok() || value->empty() || !absl::SimpleAtoi(*value, &offset)) {
     return std::nullopt;
   }
   return offset;
 }
 
 absl::Status WriteStreamOffset(int fd, uint64_t offset) {
-  std::string value = absl::StrCat(offset);
-  if (fsetxattr(fd, kLogStreamOffsetXattr, value.data(), value.size(), 0) !=
-      0) {
-    return PosixError(absl::StrCat("set ", kLogStreamOffsetXattr), errno);
-  }
-  return absl::OkStatus();
+  return SetXattr(fd, kLogStreamOffsetXattr, absl::StrCat(offset));
 }
 
 namespace {

@@ -8,7 +8,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -180,11 +179,11 @@ absl::StatusOr<bool> Keeper::Start() {
   ASSIGN_OR_RETURN(listener_, ListenUnixSeqpacket(socket_path_, 0600, 8));
   // Each stream holds three descriptors; a few more are the keeper's own.
   // Refusing an OPEN is better than failing to accept the controller.
-  struct rlimit nofile;
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
-      nofile.rlim_cur != RLIM_INFINITY) {
+  // When the limit cannot be read, the cap stays as it is.
+  if (absl::StatusOr<OpenFileLimit> nofile = GetOpenFileLimit();
+      nofile.ok() && nofile->soft != RLIM_INFINITY) {
     max_streams_ = std::min<size_t>(
-        max_streams_, nofile.rlim_cur > 64 ? (nofile.rlim_cur - 64) / 3 : 0);
+        max_streams_, nofile->soft > 64 ? (nofile->soft - 64) / 3 : 0);
   }
   ASSIGN_OR_RETURN(epoll_, Epoll::Create());
   RETURN_IF_ERROR(epoll_.Add(listener_.get(), EPOLLIN));
@@ -280,19 +279,17 @@ void Keeper::ReadController() {
   // MSG_TRUNC; aligned for reading it as a KeeperRequest.
   alignas(KeeperRequest) char in[sizeof(KeeperRequest) + 1];
   for (int i = 0; i < kRequestsPerEvent && controller_; ++i) {
-    struct iovec iov = {in, sizeof(in)};
-    struct msghdr msg = {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    // No control buffer: descriptors a peer sends us are closed by the
-    // kernel, never installed here.
-    ssize_t n = recvmsg(controller_.get(), &msg, MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) return;
-      DropController(PosixError("recvmsg", errno).ToString());
+    // max_fds 0, no control buffer: descriptors a peer sends us are closed
+    // by the kernel, never installed here.
+    absl::StatusOr<ReceivedMessage> got =
+        ReceiveWithFds(controller_.get(), in, sizeof(in), MSG_DONTWAIT,
+                       /*max_fds=*/0);
+    if (!got.ok()) {
+      if (absl::IsUnavailable(got.status())) return;  // EAGAIN: none waits
+      DropController(got.status().ToString());
       return;
     }
+    const size_t n = got->bytes;
     if (n == 0) {
       DropController("end of file");
       return;
@@ -301,9 +298,7 @@ void Keeper::ReadController() {
     reply.magic = kKeeperMagic;
     UniqueFd pass;
     std::vector<KeeperListEntry> entries;
-    absl::Status s =
-        Serve(in, static_cast<size_t>(n), (msg.msg_flags & MSG_TRUNC) != 0,
-              &reply, &pass, &entries);
+    absl::Status s = Serve(in, n, got->truncated, &reply, &pass, &entries);
     if (!s.ok()) {
       SetError(&reply, s);
       pass.reset();
@@ -321,27 +316,12 @@ void Keeper::ReadController() {
 bool Keeper::SendReply(int fd, const KeeperReply& reply,
                        const std::vector<KeeperListEntry>& entries,
                        int pass_fd) {
-  struct iovec iov[2] = {{const_cast<KeeperReply*>(&reply), sizeof(reply)},
-                         {const_cast<KeeperListEntry*>(entries.data()),
-                          entries.size() * sizeof(KeeperListEntry)}};
-  struct msghdr msg = {};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = entries.empty() ? 1 : 2;
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (pass_fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-  }
+  const absl::string_view parts[2] = {
+      absl::string_view(reinterpret_cast<const char*>(&reply), sizeof(reply)),
+      absl::string_view(reinterpret_cast<const char*>(entries.data()),
+                        entries.size() * sizeof(KeeperListEntry))};
   // Never block on a controller that does not read: the streams wait.
-  for (;;) {
-    if (sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) return true;
-    if (errno != EINTR) return false;
-  }
+  return SendWithFd(fd, parts, pass_fd, MSG_DONTWAIT).ok();
 }
 
 absl::Status Keeper::Serve(const char* data, size_t size, bool truncated,
@@ -758,13 +738,12 @@ int LogKeeperMain(const std::string& state_dir) {
   // Its memory holds workloads' output on its way to disk.
   SetDumpable(false).IgnoreError();
   IgnoreEndingSignals();
-  umask(077);
+  SetUmask(077);
   StdinFromDevNull().IgnoreError();
   // No-op when spawned (already a session leader).
   StartSession().IgnoreError();
-  if (chdir("/") != 0) {
-    log::Warn("log keeper cannot chdir to /",
-              {{"error", PosixError("chdir", errno)}});
+  if (absl::Status s = ChangeDir("/"); !s.ok()) {
+    log::Warn("log keeper cannot chdir to /", {{"error", s}});
   }
   // Each stream holds three descriptors.
   RaiseOpenFileLimit().IgnoreError();

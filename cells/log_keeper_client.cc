@@ -1,7 +1,5 @@
 #include "cells/log_keeper_client.h"
 
-#include <errno.h>
-#include <limits.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "cells/log_keeper.h"
 #include "runtime/fs.h"
+#include "runtime/process.h"
 #include "runtime/spawn/spawn.h"
 #include "runtime/status.h"
 #include "runtime/unix_socket.h"
@@ -73,8 +72,7 @@ absl::StatusOr<std::unique_ptr<LogKeeperClient>> LogKeeperClient::Connect(
   std::string& dir = options.state_dir;
   if (dir.empty()) return absl::InvalidArgumentError("state_dir: empty");
   if (dir[0] != '/') {
-    char cwd[PATH_MAX];
-    if (getcwd(cwd, sizeof(cwd)) == nullptr) return PosixError("getcwd", errno);
+    ASSIGN_OR_RETURN(std::string cwd, CurrentDir());
     dir = absl::StrCat(cwd, "/", dir);
   }
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
@@ -179,47 +177,27 @@ absl::Status LogKeeperClient::Exchange(const KeeperRequest& request,
                                        std::vector<KeeperListEntry>* entries,
                                        UniqueFd* fd, bool* lost) {
   *lost = false;
-  ssize_t sent;
-  do {
-    sent = send(sock_.get(), &request, sizeof(request), MSG_NOSIGNAL);
-  } while (sent < 0 && errno == EINTR);
   // A keeper may have answered and hung up before the send (one that
   // cannot serve us says why, then closes): read what is there regardless.
-  const bool send_failed = sent < 0;
+  const bool send_failed =
+      !Send(sock_.get(),
+            absl::string_view(reinterpret_cast<const char*>(&request),
+                              sizeof(request)),
+            0)
+           .ok();
   std::vector<char> in(kKeeperMaxReplyBytes);
-  alignas(struct cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
-  struct iovec iov = {in.data(), in.size()};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n;
-  do {
-    n = recvmsg(sock_.get(), &msg,
-                MSG_CMSG_CLOEXEC | (send_failed ? MSG_DONTWAIT : 0));
-  } while (n < 0 && errno == EINTR);
   // Whatever descriptors came are ours to close, whatever else happens.
-  std::vector<UniqueFd> fds;
-  if (n >= 0) {
-    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
-         c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int f;
-        memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        fds.emplace_back(f);
-      }
-    }
-  }
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !send_failed) {
+  absl::StatusOr<ReceivedMessage> got =
+      ReceiveWithFds(sock_.get(), in.data(), in.size(),
+                     send_failed ? MSG_DONTWAIT : 0, /*max_fds=*/4);
+  // UNAVAILABLE is EAGAIN: the receive timeout passed.
+  if (!got.ok() && absl::IsUnavailable(got.status()) && !send_failed) {
     sock_.reset();
     return absl::DeadlineExceededError(
         absl::StrCat("log keeper: no reply within ",
                      absl::FormatDuration(options_.call_timeout)));
   }
-  if (n <= 0) {
+  if (!got.ok() || got->bytes == 0) {
     *lost = true;
     return absl::UnavailableError("log keeper: connection lost");
   }
@@ -228,10 +206,12 @@ absl::Status LogKeeperClient::Exchange(const KeeperRequest& request,
     sock_.reset();
     return absl::InternalError(absl::StrCat("log keeper: bad reply: ", why));
   };
-  if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+  const size_t n = got->bytes;
+  std::vector<UniqueFd>& fds = got->fds;
+  if (got->truncated || got->control_truncated) {
     return malformed("truncated");
   }
-  if (static_cast<size_t>(n) < sizeof(KeeperReply)) return malformed("short");
+  if (n < sizeof(KeeperReply)) return malformed("short");
   memcpy(reply, in.data(), sizeof(KeeperReply));
   if (reply->magic != kKeeperMagic) return malformed("magic");
   if (reply->code != 0) {
@@ -244,7 +224,7 @@ absl::Status LogKeeperClient::Exchange(const KeeperRequest& request,
     return absl::UnavailableError("log keeper: connection lost");
   }
   if (reply->op != request.op) return malformed("answers another request");
-  const size_t extra = static_cast<size_t>(n) - sizeof(KeeperReply);
+  const size_t extra = n - sizeof(KeeperReply);
   if (reply->count > kKeeperListEntries ||
       extra != reply->count * sizeof(KeeperListEntry) ||
       (reply->count > 0 && entries == nullptr)) {

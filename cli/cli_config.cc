@@ -1,12 +1,12 @@
 #include "cli/cli_config.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "runtime/fs.h"
+#include "runtime/process.h"
 #include "runtime/status.h"
 
 namespace mycel::cli {
@@ -36,10 +36,7 @@ absl::StatusOr<std::string> WriteCredentials(
     const mycel::v1::MeshInfo& info, const std::string& also_config) {
   std::string abs = dir;
   if (abs.empty() || abs[0] != '/') {
-    char cwd[4096];
-    if (getcwd(cwd, sizeof(cwd)) == nullptr) {
-      return PosixError("getcwd", errno);
-    }
+    ASSIGN_OR_RETURN(std::string cwd, CurrentDir());
     abs = absl::StrCat(cwd, "/", dir);
   }
   RETURN_IF_ERROR(MakeDirs(abs, 0700));
@@ -73,7 +70,7 @@ absl::StatusOr<std::string> WriteCredentials(
 }
 
 absl::StatusOr<mycel::v1::CliConfig> ReadConfig(const std::string& path) {
-  if (access(path.c_str(), F_OK) != 0) {
+  if (!CanAccess(path, F_OK)) {
     return absl::NotFoundError(absl::StrCat(path, " does not exist"));
   }
   ASSIGN_OR_RETURN(std::string json, ReadFile(path));

@@ -1,7 +1,6 @@
 #include "daemon/daemon.h"
 
 #include <dirent.h>
-#include <errno.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>

@@ -3,12 +3,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/random.h"
 #include "runtime/status.h"
 #include "runtime/unique_fd.h"
 
@@ -177,9 +179,7 @@ absl::Status WriteFileAtomic(const std::string& path, absl::string_view data,
   std::string tmp;
   for (int attempt = 0; attempt < 8 && !fd; ++attempt) {
     uint64_t suffix = 0;
-    if (getrandom(&suffix, sizeof(suffix), 0) != sizeof(suffix)) {
-      return PosixError("getrandom", errno);
-    }
+    RETURN_IF_ERROR(RandomBytes(&suffix, sizeof(suffix)));
     tmp = absl::StrCat(dir, "/.", base, ".tmp-", absl::Hex(suffix));
     fd.reset(open(tmp.c_str(),
                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
@@ -282,6 +282,32 @@ absl::Status SyncPath(const std::string& path) {
   if (!fd) return PosixError(absl::StrCat("open ", path), errno);
   if (fsync(fd.get()) != 0) {
     return PosixError(absl::StrCat("fsync ", path), errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadLink(const std::string& path) {
+  char buf[PATH_MAX];
+  ssize_t n = readlink(path.c_str(), buf, sizeof(buf));
+  if (n < 0) return PosixError(absl::StrCat("readlink ", path), errno);
+  if (static_cast<size_t>(n) == sizeof(buf)) {
+    return PosixError(absl::StrCat("readlink ", path), ENAMETOOLONG);
+  }
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+absl::StatusOr<std::string> GetXattr(int fd, const char* name,
+                                     size_t max_size) {
+  std::string value(max_size, '\0');
+  ssize_t n = fgetxattr(fd, name, value.data(), value.size());
+  if (n < 0) return PosixError(absl::StrCat("get ", name), errno);
+  value.resize(static_cast<size_t>(n));
+  return value;
+}
+
+absl::Status SetXattr(int fd, const char* name, absl::string_view value) {
+  if (fsetxattr(fd, name, value.data(), value.size(), 0) != 0) {
+    return PosixError(absl::StrCat("set ", name), errno);
   }
   return absl::OkStatus();
 }

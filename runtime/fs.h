@@ -108,6 +108,18 @@ bool CanAccess(const std::string& path, int mode);
 // new entry in it survives a crash).
 absl::Status SyncPath(const std::string& path);
 
+// The target of the symbolic link at `path` (readlink(2)).
+absl::StatusOr<std::string> ReadLink(const std::string& path);
+
+// The extended attribute `name` of the file open at `fd` (fgetxattr(2)),
+// at most `max_size` bytes of it: a larger value fails (ERANGE), a missing
+// one fails with ENODATA, a filesystem without them with EOPNOTSUPP.
+absl::StatusOr<std::string> GetXattr(int fd, const char* name, size_t max_size);
+
+// Sets the extended attribute `name` of the file open at `fd`
+// (fsetxattr(2)); the error reads "set <name>: ...".
+absl::Status SetXattr(int fd, const char* name, absl::string_view value);
+
 }  // namespace mycel
 
 #endif  // MYCEL_RUNTIME_FS_H_

@@ -2,8 +2,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,5 +70,18 @@ void ReapForever() {
     if (ReapAnyChild(/*block=*/true) < 0) pause();
   }
 }
+
+absl::StatusOr<std::string> CurrentDir() {
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return PosixError("getcwd", errno);
+  return std::string(cwd);
+}
+
+absl::Status ChangeDir(const std::string& path) {
+  if (chdir(path.c_str()) != 0) return PosixError("chdir", errno);
+  return absl::OkStatus();
+}
+
+mode_t SetUmask(mode_t mask) { return umask(mask); }
 
 }  // namespace mycel

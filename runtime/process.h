@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,6 +51,15 @@ pid_t ReapAnyChild(bool block);
 // Reaps every child for ever, as PID 1 must when it cannot go on (it must
 // never return: the kernel panics when init exits).
 [[noreturn]] void ReapForever();
+
+// The calling process's working directory (getcwd(2)).
+absl::StatusOr<std::string> CurrentDir();
+
+// chdir(2).
+absl::Status ChangeDir(const std::string& path);
+
+// umask(2): sets the file mode creation mask and returns the old one.
+mode_t SetUmask(mode_t mask);
 
 }  // namespace mycel
 

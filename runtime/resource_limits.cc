@@ -7,6 +7,18 @@
 
 namespace mycel {
 
+absl::StatusOr<OpenFileLimit> GetOpenFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return PosixError("getrlimit(RLIMIT_NOFILE)", errno);
+  }
+  OpenFileLimit out;
+  out.soft_before = limit.rlim_cur;
+  out.soft = limit.rlim_cur;
+  out.hard = limit.rlim_max;
+  return out;
+}
+
 absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit() {
   rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {

@@ -14,6 +14,10 @@ struct OpenFileLimit {
   rlim_t hard = 0;
 };
 
+// The limits on open files now (getrlimit(RLIMIT_NOFILE)); `soft_before`
+// equals `soft`. RLIM_INFINITY when unlimited.
+absl::StatusOr<OpenFileLimit> GetOpenFileLimit();
+
 // Raises the soft limit on open files to the hard limit, as systemd's
 // services are advised to do: every client connection, log stream and
 // spawn takes descriptors, and the traditional soft limit of 1024 is

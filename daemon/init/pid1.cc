@@ -2,9 +2,7 @@
 
 #include <errno.h>
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/reboot.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <thread>
@@ -18,6 +16,7 @@
 #include "runtime/mount.h"
 #include "runtime/net_config.h"
 #include "runtime/process.h"
+#include "runtime/random.h"
 #include "runtime/status.h"
 #include "runtime/system.h"
 
@@ -63,13 +62,11 @@ absl::string_view InitRoleName(InitRole role) {
 
 InitRole DetectInitRole(bool forced) {
   if (CurrentPid() != 1) return forced ? InitRole::kContainer : InitRole::kNone;
-  char buf[64] = {};
-  ssize_t n = readlink("/proc/self/ns/pid", buf, sizeof(buf) - 1);
+  absl::StatusOr<std::string> ns = ReadLink("/proc/self/ns/pid");
   // Before /proc is mounted the link cannot be read; the kernel starts the
   // first init in the initial namespace, so that case is a machine.
-  if (n < 0) return InitRole::kMachine;
-  return absl::string_view(buf, n) == kInitialPidNs ? InitRole::kMachine
-                                                    : InitRole::kContainer;
+  if (!ns.ok()) return InitRole::kMachine;
+  return *ns == kInitialPidNs ? InitRole::kMachine : InitRole::kContainer;
 }
 
 absl::StatusOr<std::string> EnsureMachineId(const std::string& root) {
@@ -80,8 +77,8 @@ absl::StatusOr<std::string> EnsureMachineId(const std::string& root) {
     if (!id.empty()) return id;
   }
   unsigned char bytes[16];
-  if (getrandom(bytes, sizeof(bytes), 0) != sizeof(bytes)) {
-    return PosixError("getrandom for machine-id", errno);
+  if (absl::Status s = RandomBytes(bytes, sizeof(bytes)); !s.ok()) {
+    return Annotate(s, "machine-id");
   }
   // A v4 UUID's variant and version bits, as systemd writes them.
   bytes[6] = (bytes[6] & 0x0f) | 0x40;

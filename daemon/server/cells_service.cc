@@ -1,12 +1,5 @@
 #include "daemon/server/cells_service.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <sys/random.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <thread>
 
 #include "absl/strings/str_cat.h"

@@ -1,7 +1,5 @@
 #include "daemon/server/node_service.h"
 
-#include <unistd.h>
-
 #include "absl/strings/str_cat.h"
 #include "proto/proto_time.h"
 #include "runtime/log.h"

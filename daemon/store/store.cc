@@ -2,8 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <sys/types.h>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/fs.h"

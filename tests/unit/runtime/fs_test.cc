@@ -54,5 +54,47 @@ TEST_CASE("OpenFile, StatFd, WriteAll and Truncate") {
   CHECK_FALSE(CanAccess(dir.Sub("none"), F_OK));
 }
 
+TEST_CASE("ReadLink reads a link's target and says why it cannot") {
+  testing::TempDir dir;
+  const std::string link = dir.Sub("l");
+  REQUIRE(symlink("some/target", link.c_str()) == 0);
+  absl::StatusOr<std::string> target = ReadLink(link);
+  REQUIRE(target.ok());
+  CHECK(*target == "some/target");
+  CHECK(absl::IsNotFound(ReadLink(dir.Sub("none")).status()));
+  REQUIRE(WriteFile(dir.Sub("f"), "x").ok());
+  CHECK(absl::IsInvalidArgument(ReadLink(dir.Sub("f")).status()));  // EINVAL
+}
+
+TEST_CASE("SetXattr and GetXattr round trip on an open file") {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("f");
+  absl::StatusOr<UniqueFd> fd =
+      OpenFile(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  REQUIRE(fd.ok());
+  constexpr char kName[] = "user.mycel.test";
+  absl::Status set = SetXattr(fd->get(), kName, "12345");
+  if (absl::IsUnimplemented(set)) {  // EOPNOTSUPP
+    MESSAGE("skipped: the filesystem of ", path,
+            " has no user xattrs: ", set.ToString());
+    return;
+  }
+  REQUIRE(set.ok());
+  CHECK(set.message().empty());
+  absl::StatusOr<std::string> got = GetXattr(fd->get(), kName, 32);
+  REQUIRE(got.ok());
+  CHECK(*got == "12345");
+  // Larger than asked for: ERANGE, not a cut value.
+  CHECK_FALSE(GetXattr(fd->get(), kName, 3).ok());
+  CHECK_FALSE(GetXattr(fd->get(), "user.mycel.none", 32).ok());
+  REQUIRE(SetXattr(fd->get(), kName, "").ok());
+  got = GetXattr(fd->get(), kName, 32);
+  REQUIRE(got.ok());
+  CHECK(got->empty());
+  absl::Status bad = SetXattr(-1, kName, "1");
+  CHECK(bad.message().find(std::string("set ") + kName) !=
+        absl::string_view::npos);
+}
+
 }  // namespace
 }  // namespace mycel
