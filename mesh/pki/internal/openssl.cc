@@ -116,8 +116,13 @@ absl::StatusOr<std::string> EncodePem(absl::string_view der,
   return BioContents(bio.get());
 }
 
-absl::StatusOr<UniqueX509> ParseX509Der(absl::string_view der,
-                                        absl::string_view what) {
+namespace {
+
+// One DER object, all of `der` and nothing after it, by `d2i` (d2i_X509,
+// d2i_X509_REQ).
+template <typename Unique, typename D2i>
+absl::StatusOr<Unique> ParseDer(absl::string_view der, absl::string_view what,
+                                D2i d2i) {
   ErrorScope errors;
   if (der.empty())
     return absl::InvalidArgumentError(absl::StrCat(what, ": empty"));
@@ -127,8 +132,8 @@ absl::StatusOr<UniqueX509> ParseX509Der(absl::string_view der,
   }
   const unsigned char* p = reinterpret_cast<const unsigned char*>(der.data());
   const unsigned char* end = p + der.size();
-  UniqueX509 x509(d2i_X509(nullptr, &p, static_cast<long>(der.size())));
-  if (x509 == nullptr) {
+  Unique parsed(d2i(nullptr, &p, static_cast<long>(der.size())));
+  if (parsed == nullptr) {
     return OpenSslError(absl::StatusCode::kInvalidArgument,
                         absl::StrCat(what, ": malformed or truncated DER"));
   }
@@ -136,30 +141,19 @@ absl::StatusOr<UniqueX509> ParseX509Der(absl::string_view der,
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": ", end - p, " unexpected bytes after the DER"));
   }
-  return x509;
+  return parsed;
+}
+
+}  // namespace
+
+absl::StatusOr<UniqueX509> ParseX509Der(absl::string_view der,
+                                        absl::string_view what) {
+  return ParseDer<UniqueX509>(der, what, d2i_X509);
 }
 
 absl::StatusOr<UniqueX509Req> ParseX509ReqDer(absl::string_view der,
                                               absl::string_view what) {
-  ErrorScope errors;
-  if (der.empty())
-    return absl::InvalidArgumentError(absl::StrCat(what, ": empty"));
-  if (der.size() > kMaxInputBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": larger than ", kMaxInputBytes, " bytes"));
-  }
-  const unsigned char* p = reinterpret_cast<const unsigned char*>(der.data());
-  const unsigned char* end = p + der.size();
-  UniqueX509Req req(d2i_X509_REQ(nullptr, &p, static_cast<long>(der.size())));
-  if (req == nullptr) {
-    return OpenSslError(absl::StatusCode::kInvalidArgument,
-                        absl::StrCat(what, ": malformed or truncated DER"));
-  }
-  if (p != end) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", end - p, " unexpected bytes after the DER"));
-  }
-  return req;
+  return ParseDer<UniqueX509Req>(der, what, d2i_X509_REQ);
 }
 
 absl::StatusOr<std::string> X509ToDer(const X509* x509) {
