@@ -18,6 +18,7 @@
 #include "daemon/config.h"
 #include "daemon/server/credentials.h"
 #include "daemon/server/local_peer.h"
+#include "mesh/identity/peer_channels.h"
 #include "runtime/fs.h"
 #include "runtime/host_info.h"
 #include "runtime/log.h"
@@ -295,6 +296,9 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
     files.cert = node->cert_pem;
     files.key = node->key_pem;
     files.ca = node->ca_pem;
+    files.cert_file = mesh_->dir() + "/node.crt";
+    files.key_file = mesh_->dir() + "/node.key";
+    files.ca_file = mesh_->dir() + "/ca.crt";
   } else {
     log::Warn(
         "tcp listener disabled: --listen serves the node's mesh certificate "
@@ -303,7 +307,12 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
         {{"listen", config_.listen()}});
     return std::nullopt;
   }
-  std::shared_ptr<grpc::ServerCredentials> creds = MtlsServerCredentials(files);
+  // Re-read often enough that a renewed node certificate (at two thirds of
+  // its life) is served long before the old one expires.
+  std::shared_ptr<grpc::ServerCredentials> creds = MtlsServerCredentials(
+      files, identity::RefreshIntervalFor(mesh_ != nullptr
+                                              ? mesh_->node_validity()
+                                              : pki::kDefaultNodeValidity));
   creds->SetAuthMetadataProcessor(tcp_authz_);
   ASSIGN_OR_RETURN(ListeningSocket tcp, ListenTcp(config_.listen()));
   services_.push_back(MakeServices(host, schema_version, safe_mode));

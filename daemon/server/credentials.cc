@@ -1,6 +1,10 @@
 #include "daemon/server/credentials.h"
 
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
+#include <algorithm>
 
 #include "runtime/fs.h"
 #include "runtime/status.h"
@@ -9,6 +13,9 @@ namespace mycel {
 
 absl::StatusOr<TlsFiles> ReadTlsFiles(const mycel::v1::DaemonConfig& config) {
   TlsFiles files;
+  files.cert_file = config.tls_cert();
+  files.key_file = config.tls_key();
+  files.ca_file = config.tls_ca();
   ASSIGN_OR_RETURN(files.cert, ReadPemFile("tls_cert", config.tls_cert()));
   ASSIGN_OR_RETURN(files.key, ReadPemFile("tls_key", config.tls_key()));
   ASSIGN_OR_RETURN(files.ca, ReadPemFile("tls_ca", config.tls_ca()));
@@ -16,12 +23,17 @@ absl::StatusOr<TlsFiles> ReadTlsFiles(const mycel::v1::DaemonConfig& config) {
 }
 
 std::shared_ptr<grpc::ServerCredentials> MtlsServerCredentials(
-    const TlsFiles& files) {
-  grpc::SslServerCredentialsOptions opts(
-      GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
-  opts.pem_root_certs = files.ca;
-  opts.pem_key_cert_pairs.push_back({files.key, files.cert});
-  return grpc::SslServerCredentials(opts);
+    const TlsFiles& files, absl::Duration refresh) {
+  namespace gx = grpc::experimental;
+  auto seconds = static_cast<unsigned int>(
+      std::max<int64_t>(1, absl::ToInt64Seconds(refresh)));
+  gx::TlsServerCredentialsOptions tls(
+      std::make_shared<gx::FileWatcherCertificateProvider>(
+          files.key_file, files.cert_file, files.ca_file, seconds));
+  tls.watch_root_certs();
+  tls.watch_identity_key_cert_pairs();
+  tls.set_cert_request_type(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  return gx::TlsServerCredentials(tls);
 }
 
 }  // namespace mycel

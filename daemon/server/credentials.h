@@ -8,12 +8,18 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "mycel/v1/config.pb.h"
 
 namespace mycel {
 
-// The PEM files of a TLS listener.
+// The PEM files of a TLS listener: their paths, and their contents as read
+// when the listener started (checked then, so that a missing or unreadable
+// file is an error naming the setting rather than a failing handshake).
 struct TlsFiles {
+  std::string cert_file;
+  std::string key_file;
+  std::string ca_file;
   std::string cert;
   std::string key;
   std::string ca;
@@ -22,13 +28,17 @@ struct TlsFiles {
 // Reads --tls-cert, --tls-key and --tls-ca; errors name the setting.
 absl::StatusOr<TlsFiles> ReadTlsFiles(const mycel::v1::DaemonConfig& config);
 
-// Mutual TLS: the server presents `files.cert` and asks every client for a
-// certificate, which must chain to `files.ca` when one is presented. A
-// client without one completes the handshake, so that it can reach the
-// methods anyone may call (Join); the authorizer (mesh/identity) refuses
-// it everything else, and re-checks every certificate on every call.
+// Mutual TLS: the server presents the certificate of `files` and asks every
+// client for a certificate, which must chain to the CA when one is
+// presented. A client without one completes the handshake, so that it can
+// reach the methods anyone may call (Mesh.GetCa, Mesh.Admit); the
+// authorizer (mesh/identity) refuses it everything else, and re-checks
+// every certificate on every call.
+//
+// The files are re-read every `refresh`, so that a renewed certificate
+// (written atomically in place) serves new connections without a restart.
 std::shared_ptr<grpc::ServerCredentials> MtlsServerCredentials(
-    const TlsFiles& files);
+    const TlsFiles& files, absl::Duration refresh);
 
 }  // namespace mycel
 

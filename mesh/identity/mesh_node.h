@@ -76,6 +76,8 @@ class MeshNode {
 
   // The directory of the keys and certificates.
   std::string dir() const { return options_.state_dir + "/mesh"; }
+  // How long the node certificates this node issues (and asks for) live.
+  absl::Duration node_validity() const { return options_.node_validity; }
 
   // Creates the mesh `mesh` (ValidateMeshName) with this node as its first
   // member and authority, and issues `admin` (ValidateIdentityName) an admin

@@ -1,0 +1,122 @@
+#include "mesh/identity/peer_channels.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace mycel::identity {
+namespace {
+
+namespace gx = grpc::experimental;
+
+// Accepts a server whose certificate (already chained to the trusted CA by
+// gRPC) carries the SPIFFE ID wanted.
+class SpiffeServerVerifier final : public gx::ExternalCertificateVerifier {
+ public:
+  explicit SpiffeServerVerifier(std::string want) : want_(std::move(want)) {}
+
+  bool Verify(gx::TlsCustomVerificationCheckRequest* request,
+              std::function<void(grpc::Status)>,
+              grpc::Status* sync_status) override {
+    const bool prefix = absl::EndsWith(want_, "/");
+    for (const grpc::string_ref& ref : request->uri_names()) {
+      absl::string_view uri(ref.data(), ref.size());
+      if (prefix ? absl::StartsWith(uri, want_) && uri.size() > want_.size() &&
+                       uri.find('/', want_.size()) == absl::string_view::npos
+                 : uri == want_) {
+        *sync_status = grpc::Status::OK;
+        return true;
+      }
+    }
+    *sync_status = grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                absl::StrCat("the server's certificate is not ",
+                                             want_, prefix ? "<name>" : ""));
+    return true;
+  }
+  void Cancel(gx::TlsCustomVerificationCheckRequest*) override {}
+
+ private:
+  const std::string want_;
+};
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials(
+    std::shared_ptr<gx::CertificateProviderInterface> provider, bool identity,
+    std::string want) {
+  gx::TlsChannelCredentialsOptions tls;
+  tls.set_certificate_provider(std::move(provider));
+  tls.watch_root_certs();
+  if (identity) tls.watch_identity_key_cert_pairs();
+  tls.set_verify_server_certs(true);
+  tls.set_check_call_host(false);
+  tls.set_certificate_verifier(
+      gx::ExternalCertificateVerifier::Create<SpiffeServerVerifier>(
+          std::move(want)));
+  return gx::TlsCredentials(tls);
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::ChannelCredentials> PinnedCaCredentials(
+    std::string ca_pem, std::string want) {
+  return Credentials(
+      std::make_shared<gx::StaticDataCertificateProvider>(std::move(ca_pem)),
+      false, std::move(want));
+}
+
+std::shared_ptr<grpc::ChannelCredentials> NodeCredentialsFromFiles(
+    const std::string& ca_file, const std::string& cert_file,
+    const std::string& key_file, absl::Duration refresh, std::string want) {
+  auto seconds = static_cast<unsigned int>(
+      std::max<int64_t>(1, absl::ToInt64Seconds(refresh)));
+  return Credentials(std::make_shared<gx::FileWatcherCertificateProvider>(
+                         key_file, cert_file, ca_file, seconds),
+                     true, std::move(want));
+}
+
+absl::Duration RefreshIntervalFor(absl::Duration lifetime) {
+  return std::clamp(lifetime / 30, absl::Seconds(1), absl::Minutes(1));
+}
+
+std::shared_ptr<grpc::Channel> PeerChannels::Get(absl::string_view name,
+                                                 absl::string_view address) {
+  Key key{std::string(name), std::string(address)};
+  absl::MutexLock lock(&mu_);
+  auto it = channels_.find(key);
+  if (it != channels_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+    return it->second.channel;
+  }
+  std::string want = absl::StrCat("spiffe://", options_.mesh, "/node/", name);
+  grpc::ChannelArguments args;
+  // A peer that is down is retried by the caller's own schedule (probes,
+  // anti-entropy, renewal); the channel should not back off for minutes.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      key.second,
+      NodeCredentialsFromFiles(options_.ca_file, options_.cert_file,
+                               options_.key_file, options_.refresh,
+                               std::move(want)),
+      args);
+  lru_.push_front(key);
+  channels_.emplace(std::move(key), Entry{channel, lru_.begin()});
+  while (channels_.size() > std::max<size_t>(1, options_.max_channels)) {
+    channels_.erase(lru_.back());
+    lru_.pop_back();
+  }
+  return channel;
+}
+
+size_t PeerChannels::size() const {
+  absl::MutexLock lock(&mu_);
+  return channels_.size();
+}
+
+}  // namespace mycel::identity
