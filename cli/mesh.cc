@@ -1,4 +1,5 @@
-// mycel mesh init | info | token create|ls|revoke | user add
+// mycel mesh init | info | join | revoke | revocations | peers |
+//   token create|ls|revoke | user add
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -101,7 +102,7 @@ int Info(Context& ctx, const std::vector<std::string>& args) {
 }
 
 int TokenCreate(Context& ctx, const std::vector<std::string>& args) {
-  auto parsed = ParseArgs(args, {"--ttl", "--uses"}, {});
+  auto parsed = ParseArgs(args, {"--ttl", "--uses"}, {"--authority"});
   if (!parsed.ok()) return Usage("token create", parsed.status());
   mycel::v1::CreateTokenRequest req;
   int64_t ttl = 3600;
@@ -123,6 +124,7 @@ int TokenCreate(Context& ctx, const std::vector<std::string>& args) {
   }
   req.set_ttl_seconds(ttl);
   req.set_uses(uses);
+  req.set_authority(parsed->has("--authority"));
   // The token alone on stdout, so that T=$(mycel mesh token create) works.
   return CallAndPrint(ctx, &mycel::v1::Mesh::Stub::CreateToken, req,
                       [](const mycel::v1::CreateTokenResponse& r) {
@@ -144,9 +146,12 @@ int TokenList(Context& ctx, const std::vector<std::string>& args) {
         for (const auto& t : r.tokens()) {
           rows.push_back({t.id(), FormatTime(t.created()),
                           FormatTime(t.expires()), absl::StrCat(t.uses_left()),
+                          t.authority() ? "yes" : "no",
                           t.revoked() ? "yes" : "no"});
         }
-        PrintTable({"ID", "CREATED", "EXPIRES", "USES LEFT", "REVOKED"}, rows);
+        PrintTable(
+            {"ID", "CREATED", "EXPIRES", "USES LEFT", "AUTHORITY", "REVOKED"},
+            rows);
         return kExitOk;
       });
 }
@@ -163,11 +168,13 @@ int TokenRevoke(Context& ctx, const std::vector<std::string>& args) {
 }
 
 constexpr Command kTokenCommands[] = {
-    {"create", "[--ttl 1h] [--uses 1]",
+    {"create", "[--ttl 1h] [--uses 1] [--authority]",
      "create a join token and print it alone",
      "The token carries the SHA-256 of the mesh CA (a joining node checks it\n"
      "before it sends anything secret) and a secret, of which the node keeps\n"
-     "only a hash. --ttl is a duration (30m, 1h, 24h; at most 168h).\n",
+     "only a hash. --ttl is a duration (30m, 1h, 24h; at most 168h).\n"
+     "--authority lets the nodes it admits join as authorities (mycel mesh\n"
+     "join --authority), which receive the CA key.\n",
      TokenCreate},
     {"ls", "", "list join tokens (never their secrets)", "", TokenList},
     {"revoke", "ID", "revoke a join token", "", TokenRevoke},
@@ -178,6 +185,113 @@ const Group kTokenGroup = {"mesh token", "Join tokens of the mesh.",
 
 int Token(Context& ctx, const std::vector<std::string>& args) {
   return Dispatch(ctx, kTokenGroup, args);
+}
+
+int Join(Context& ctx, const std::vector<std::string>& args) {
+  auto parsed = ParseArgs(args, {"--token", "--token-file"}, {"--authority"});
+  if (!parsed.ok()) return Usage("join", parsed.status());
+  if (parsed->positional.size() != 1 ||
+      parsed->has("--token") == parsed->has("--token-file")) {
+    fprintf(stderr,
+            "mycel mesh join: want ADDR and one of --token T or --token-file "
+            "FILE\n");
+    return kExitUsage;
+  }
+  mycel::v1::JoinMeshRequest req;
+  req.set_address(parsed->positional[0]);
+  if (parsed->has("--token")) {
+    req.set_token(parsed->get("--token"));
+  } else {
+    absl::StatusOr<std::string> token = ReadFile(parsed->get("--token-file"));
+    if (!token.ok()) return ctx.Fail(token.status());
+    req.set_token(*token);
+  }
+  req.set_authority(parsed->has("--authority"));
+  return CallAndPrint(
+      ctx, &mycel::v1::Mesh::Stub::Join, req,
+      [&](const mycel::v1::MeshInfo& info) {
+        PrintKeyValues({
+            {"MESH", info.mesh()},
+            {"NODE", info.spiffe_id()},
+            {"AUTHORITY", info.authority() ? "yes" : "no"},
+            {"CA SHA-256", info.ca_fingerprint()},
+            {"CERT EXPIRES", FormatTime(info.certificate_expires())},
+            {"VIA", req.address()},
+        });
+        return kExitOk;
+      });
+}
+
+int Revoke(Context& ctx, const std::vector<std::string>& args) {
+  auto parsed = ParseArgs(args, {}, {"--user", "--node", "--serial"});
+  if (!parsed.ok()) return Usage("revoke", parsed.status());
+  int kinds =
+      parsed->has("--user") + parsed->has("--node") + parsed->has("--serial");
+  if (parsed->positional.size() != 1 || kinds > 1) {
+    fprintf(stderr,
+            "mycel mesh revoke: want one NAME or SERIAL, and at most one of "
+            "--node, --user, --serial\n");
+    return kExitUsage;
+  }
+  mycel::v1::RevokeRequest req;
+  req.set_target(parsed->positional[0]);
+  if (parsed->has("--user")) req.set_kind("user");
+  if (parsed->has("--node")) req.set_kind("node");
+  if (parsed->has("--serial")) req.set_kind("serial");
+  return CallAndPrint(
+      ctx, &mycel::v1::Mesh::Stub::Revoke, req,
+      [](const mycel::v1::RevokeResponse& r) {
+        printf("revoked; revocation list generation %llu\n",
+               static_cast<unsigned long long>(r.list().generation()));
+        for (const std::string& n : r.pushed()) {
+          printf("pushed to %s\n", n.c_str());
+        }
+        for (const std::string& n : r.failed()) {
+          fprintf(stderr,
+                  "mycel: warning: not pushed to %s (it gets "
+                  "the list from its authority later)\n",
+                  n.c_str());
+        }
+        return kExitOk;
+      });
+}
+
+int Revocations(Context& ctx, const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    fprintf(stderr, "mycel mesh revocations: unexpected argument \"%s\"\n",
+            args[0].c_str());
+    return kExitUsage;
+  }
+  return CallAndPrint(
+      ctx, &mycel::v1::Mesh::Stub::ListRevocations,
+      mycel::v1::ListRevocationsRequest(),
+      [](const mycel::v1::RevocationListInfo& r) {
+        std::vector<std::vector<std::string>> rows;
+        for (const auto& e : r.entries()) {
+          rows.push_back({e.kind(), e.target(), FormatTime(e.revoked())});
+        }
+        PrintTable({"KIND", "TARGET", "REVOKED"}, rows);
+        return kExitOk;
+      });
+}
+
+int Peers(Context& ctx, const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    fprintf(stderr, "mycel mesh peers: unexpected argument \"%s\"\n",
+            args[0].c_str());
+    return kExitUsage;
+  }
+  return CallAndPrint(
+      ctx, &mycel::v1::Mesh::Stub::ListPeers, mycel::v1::ListPeersRequest(),
+      [](const mycel::v1::ListPeersResponse& r) {
+        std::vector<std::vector<std::string>> rows;
+        for (const auto& p : r.peers()) {
+          rows.push_back({p.name(), p.address(), p.authority() ? "yes" : "no",
+                          p.serial().empty() ? "-" : p.serial()});
+        }
+        PrintTable({"NAME", "ADDRESS", "AUTHORITY", "SERIAL"}, rows);
+        return kExitOk;
+      });
 }
 
 int UserAdd(Context& ctx, const std::vector<std::string>& args) {
@@ -238,6 +352,30 @@ constexpr Command kCommands[] = {
      "to \"mycel\", NAME to \"admin\".\n",
      Init},
     {"info", "", "show this node's mesh", "", Info},
+    {"join", "ADDR --token T|--token-file FILE [--authority]",
+     "join the mesh of the node at ADDR",
+     "Sent to this node's daemon, which must serve the mesh (--listen). It\n"
+     "fetches the mesh CA from ADDR and compares its SHA-256 with the one in\n"
+     "the token; on a mismatch it stops before anything secret is sent.\n"
+     "Then it makes its key (which never leaves it), presents the token and\n"
+     "a CSR to ADDR, which must be an authority, and starts serving with\n"
+     "the certificate it gets. --authority (with a token made with\n"
+     "--authority) also receives the CA key, so that this node can admit\n"
+     "nodes too. A joined node stays a member across restarts.\n",
+     Join},
+    {"revoke", "NAME|SERIAL [--node|--user|--serial]",
+     "revoke a node or a user, and push the list to the members",
+     "Revokes every certificate of the node (or, with --user, the user)\n"
+     "NAME issued until now, or the one certificate with SERIAL (hex, ':'\n"
+     "allowed; an argument of 16 or more hex digits is read as a serial).\n"
+     "Only an authority revokes; it pushes the list to the members it\n"
+     "knows, and authorities pass it on. Calls on connections already open\n"
+     "are refused from then on.\n",
+     Revoke},
+    {"revocations", "", "list the revocations this node enforces", "",
+     Revocations},
+    {"peers", "", "list the nodes this node admitted or joined through", "",
+     Peers},
     {"token", "create|ls|revoke ...", "join tokens", "", Token},
     {"user", "add ...", "users of the mesh", "", User},
 };

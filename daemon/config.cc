@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
+#include "proto/daemon_defaults.h"
 #include "runtime/fs.h"
 #include "runtime/host_info.h"
 #include "runtime/log.h"
@@ -185,6 +186,7 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
           "listen: want HOST:PORT with a port in 0..65535, got \"", hp, "\""));
     }
   }
+  RETURN_IF_ERROR(CertLifetime(config).status());
   if (!config.cgroup_subtree().empty()) {
     absl::string_view sub = config.cgroup_subtree();
     bool ok = sub.front() != '/' && sub.back() != '/';
@@ -281,6 +283,22 @@ absl::StatusOr<DaemonFlags> ParseDaemonFlags(
   RETURN_IF_ERROR(ApplyDefaults(&flags.config));
   RETURN_IF_ERROR(ValidateConfig(flags.config));
   return flags;
+}
+
+absl::StatusOr<absl::Duration> CertLifetime(const DaemonConfig& config) {
+  const std::string& text =
+      config.cert_lifetime().empty()
+          ? DaemonDefault(DaemonConfig::kCertLifetimeFieldNumber)
+          : config.cert_lifetime();
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d) || d < absl::Seconds(10) ||
+      d > absl::Hours(8760)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cert_lifetime: want a duration in "
+                     "10s..8760h such as 720h, got \"",
+                     text, "\""));
+  }
+  return d;
 }
 
 std::string DaemonUsage() {

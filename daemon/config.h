@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "google/protobuf/descriptor.h"
 #include "mycel/v1/config.pb.h"
 #include "mycel/v1/options.pb.h"
@@ -70,6 +71,12 @@ inline constexpr int kMaxCellPool = 16;
 
 // Checks values: log level, HOST:PORT syntax, TLS files given all together.
 absl::Status ValidateConfig(const mycel::v1::DaemonConfig& config);
+
+// cert_lifetime as a duration (its default when unset);
+// INVALID_ARGUMENT naming the field when it does not parse or is outside
+// 10s..8760h.
+absl::StatusOr<absl::Duration> CertLifetime(
+    const mycel::v1::DaemonConfig& config);
 
 // The --help text, built from DaemonSettings().
 std::string DaemonUsage();

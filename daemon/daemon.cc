@@ -172,7 +172,8 @@ absl::Status Daemon::PrepareSocket() {
 }
 
 std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
-    const HostInfo& host, int schema_version, const std::string& safe_mode) {
+    const HostInfo& host, int schema_version, const std::string& safe_mode,
+    const identity::Authorizer* authz) {
   NodeService::Params params;
   params.node_name = config_.node_name();
   params.state_dir = config_.state_dir();
@@ -199,8 +200,8 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
   set->cells = std::make_unique<CellsService>(manager, &io_);
   set->executables = std::make_unique<ExecutablesService>(manager, &io_);
   if (mesh_ != nullptr) {
-    set->mesh =
-        std::make_unique<MeshService>(mesh_.get(), config_.listen(), [this] {
+    set->mesh = std::make_unique<MeshService>(
+        mesh_.get(), authz, config_.listen(), [this] {
           // Runs on a gRPC thread: the listener is started on the loop, and
           // the answer to init waits for it (briefly), so that the caller
           // can use --listen as soon as init returns.
@@ -231,13 +232,14 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
   // that no process of a cell is served.
   ASSIGN_OR_RETURN(ListeningSocket unix_socket,
                    ListenUnix(config_.socket(), 0660));
-  services_.push_back(MakeServices(host, schema_version, safe_mode));
   local_authz_ = std::make_shared<identity::Authorizer>(
       identity::Authorizer::Endpoint::kLocal, &trust_,
       &identity::AccessRules::Builtin(), &clock_);
   tcp_authz_ = std::make_shared<identity::Authorizer>(
       identity::Authorizer::Endpoint::kTcp, &trust_,
       &identity::AccessRules::Builtin(), &clock_);
+  services_.push_back(
+      MakeServices(host, schema_version, safe_mode, local_authz_.get()));
   {
     ApiServer::Endpoint e;
     e.name = "unix";
@@ -315,7 +317,8 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
                                               : pki::kDefaultNodeValidity));
   creds->SetAuthMetadataProcessor(tcp_authz_);
   ASSIGN_OR_RETURN(ListeningSocket tcp, ListenTcp(config_.listen()));
-  services_.push_back(MakeServices(host, schema_version, safe_mode));
+  services_.push_back(
+      MakeServices(host, schema_version, safe_mode, tcp_authz_.get()));
   ApiServer::Endpoint e;
   e.name = "tcp";
   e.socket = std::move(tcp);
@@ -324,7 +327,16 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
   return e;
 }
 
+void Daemon::StartRotation() {
+  if (mesh_ == nullptr || rotator_ != nullptr) return;
+  if (mesh_->Status().mesh.empty()) return;
+  rotator_ =
+      std::make_unique<identity::CertificateRotator>(mesh_.get(), &clock_);
+  rotator_->Start();
+}
+
 void Daemon::OnMeshJoined() {
+  StartRotation();
   if (tcp_serving_ || stopping_) return;
   absl::StatusOr<std::optional<ApiServer::Endpoint>> tcp =
       TcpEndpoint(host_, schema_version_, safe_mode_);
@@ -383,16 +395,19 @@ absl::Status Daemon::Start() {
       store_, store::Store::Open(
                   db_path, {.origin = config_.node_name(), .clock = &clock_}));
   RETURN_IF_ERROR(store_->RecordBoot(started_, MYCEL_VERSION, CurrentPid()));
+  ASSIGN_OR_RETURN(absl::Duration node_validity, CertLifetime(config_));
   ASSIGN_OR_RETURN(mesh_,
                    identity::MeshNode::Open({.state_dir = config_.state_dir(),
                                              .node_name = config_.node_name(),
                                              .store = store_.get(),
                                              .trust = &trust_,
-                                             .clock = &clock_}));
+                                             .clock = &clock_,
+                                             .node_validity = node_validity}));
   RETURN_IF_ERROR(PrepareSocket());
   HostInfo host = ProbeHost();
   StartCells(host);
   RETURN_IF_ERROR(StartApi(host, store_->schema_version(), ""));
+  StartRotation();
   // The default seccomp profile takes tens of milliseconds to compile;
   // compile it (it is cached) off the start-up path, before the first cell:
   // as cells with a pid namespace get it, and as those without one do

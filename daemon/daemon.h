@@ -20,6 +20,7 @@
 #include "daemon/store/store.h"
 #include "mesh/identity/authorizer.h"
 #include "mesh/identity/mesh_node.h"
+#include "mesh/identity/peer_calls.h"
 #include "mesh/identity/trust.h"
 #include "mycel/v1/config.pb.h"
 #include "runtime/asio_clock.h"
@@ -75,9 +76,11 @@ class Daemon {
       return out;
     }
   };
+  // The services of one endpoint, whose callers `authz` identifies.
   std::unique_ptr<ServiceSet> MakeServices(const HostInfo& host,
                                            int schema_version,
-                                           const std::string& safe_mode);
+                                           const std::string& safe_mode,
+                                           const identity::Authorizer* authz);
   absl::Status StartApi(const HostInfo& host, int schema_version,
                         const std::string& safe_mode);
   // The TCP endpoint of --listen: with the --tls-* files when given, else
@@ -88,6 +91,8 @@ class Daemon {
   // After `mycel mesh init` or a join: starts serving --listen with the
   // node's new certificate, if it was not served yet. On the event loop.
   void OnMeshJoined();
+  // Starts renewing the node certificate, once the node is in a mesh.
+  void StartRotation();
   std::string CgroupSubtree() const;
   void StartCells(const HostInfo& host);
   void ArmSignals();
@@ -118,6 +123,9 @@ class Daemon {
   std::shared_ptr<identity::Authorizer> local_authz_;
   std::shared_ptr<identity::Authorizer> tcp_authz_;
   std::unique_ptr<identity::MeshNode> mesh_;
+  // Renews the node certificate at two thirds of its life (started once
+  // the node is in a mesh).
+  std::unique_ptr<identity::CertificateRotator> rotator_;
   std::vector<std::unique_ptr<ServiceSet>> services_;
   std::unique_ptr<ApiServer> server_;
   // The TCP listener started after the node entered a mesh (see

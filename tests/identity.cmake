@@ -15,3 +15,16 @@ mycel_test(mesh_integration_test
   DEPS mycel_runtime mycel_testing
   LABELS integration TIMEOUT 300)
 add_dependencies(mesh_integration_test myceld mycel)
+
+# unit: join, renewal and revocation between MeshNodes without the network.
+mycel_test(join_test
+  SRCS unit/mesh/join_test.cc
+  DEPS mycel_identity mycel_daemon mycel_testing)
+
+# integration: joins, revocations and renewals between real daemons over
+# loopback mTLS.
+mycel_test(join_integration_test
+  SRCS integration/mesh/join_test.cc
+  DEPS mycel_identity mycel_proto mycel_runtime mycel_testing
+  LABELS integration TIMEOUT 300)
+add_dependencies(join_integration_test myceld mycel)

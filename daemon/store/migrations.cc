@@ -134,6 +134,22 @@ CREATE TABLE replica_versions (
   floor  INTEGER NOT NULL DEFAULT 0
 ) STRICT, WITHOUT ROWID;
 )sql"},
+    {8, R"sql(
+-- Join tokens that admit authorities (`mycel mesh token create
+-- --authority`): only those may give a joining node the CA key.
+ALTER TABLE join_tokens ADD COLUMN authority INTEGER NOT NULL DEFAULT 0;
+-- The other nodes of the mesh this node knows directly: those it admitted
+-- (with the serial it issued them), and the authorities it learnt of when
+-- it joined. Revocations are pushed to them; a join sent to a node that is
+-- not an authority is answered with the authorities listed here.
+CREATE TABLE mesh_peers (
+  name        TEXT PRIMARY KEY NOT NULL,
+  address     TEXT NOT NULL,
+  authority   INTEGER NOT NULL,
+  serial      TEXT NOT NULL DEFAULT '',
+  admitted_us INTEGER NOT NULL
+) STRICT;
+)sql"},
 };
 
 }  // namespace

@@ -14,6 +14,8 @@ constexpr TableInfo kTables[] = {
      "this node's mesh: name, node name, authority"},
     {"join_tokens", Replication::kNodeLocal,
      "join tokens this node issued (secret hashes only)"},
+    {"mesh_peers", Replication::kNodeLocal,
+     "the nodes this node admitted, and the authorities it knows"},
     {"revocations", Replication::kNodeLocal,
      "the mesh's revocation list as this node knows it"},
     {"change_log", Replication::kChangeLog,

@@ -27,6 +27,16 @@ constexpr AccessRule kRules[] = {
     {"/mycel.v1.Mesh/ListTokens", Access::kRead},
     {"/mycel.v1.Mesh/RevokeToken", Access::kWrite},
     {"/mycel.v1.Mesh/AddUser", Access::kWrite},
+    {"/mycel.v1.Mesh/Join", Access::kWrite},
+    {"/mycel.v1.Mesh/Revoke", Access::kWrite},
+    {"/mycel.v1.Mesh/ListRevocations", Access::kRead},
+    {"/mycel.v1.Mesh/ListPeers", Access::kRead},
+    // A joining node has no certificate yet: the CA is public, and Admit's
+    // credential is the join token (failures rate-limited per source).
+    {"/mycel.v1.Mesh/GetCa", Access::kAnyone},
+    {"/mycel.v1.Mesh/Admit", Access::kAnyone},
+    {"/mycel.v1.Mesh/Renew", Access::kPeer},
+    {"/mycel.v1.Mesh/PushRevocations", Access::kPeer},
     {"/mycel.v1.MeshPeer/GetCa", Access::kAnyone},
     {"/mycel.v1.MeshPeer/Join", Access::kAnyone},
     {"/mycel.v1.MeshPeer/Renew", Access::kPeer},

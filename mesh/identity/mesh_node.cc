@@ -60,10 +60,25 @@ absl::Status MeshNode::LoadLocked(const MeshRow& row) {
     }
     ca_.emplace(*std::move(ca));
   }
+  absl::StatusOr<pki::PrivateKey> key = pki::PrivateKey::FromPem(key_pem);
+  if (!key.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("mesh: ", d, "/node.key: ", key.status().message()));
+  }
   RETURN_IF_ERROR(options_.trust->SetCa(ca_pem));
   row_ = row;
   ca_cert_.emplace(*std::move(ca_cert));
+  node_key_.emplace(*std::move(key));
+  node_issued_ = cert->not_before() + pki::kNotBeforeBackdate;
   node_expires_ = cert->not_after();
+  if (channels_ == nullptr) {
+    channels_ = std::make_unique<PeerChannels>(PeerChannels::Options{
+        .mesh = row.name,
+        .ca_file = d + "/ca.crt",
+        .cert_file = d + "/node.crt",
+        .key_file = d + "/node.key",
+        .refresh = RefreshIntervalFor(options_.node_validity)});
+  }
   node_ = NodeCredentials{std::move(ca_pem), std::move(cert_pem),
                           std::move(key_pem)};
   return absl::OkStatus();
@@ -107,6 +122,24 @@ absl::StatusOr<UserCredentials> MeshNode::Init(const std::string& mesh,
   RETURN_IF_ERROR(store_.InsertMesh(row));
   RETURN_IF_ERROR(LoadLocked(row));
   return IssueUserLocked(admin, pki::Role::kAdmin);
+}
+
+absl::Status MeshNode::RequireAuthorityLocked(absl::string_view why) const {
+  RETURN_IF_ERROR(RequireMeshLocked());
+  if (ca_.has_value()) return absl::OkStatus();
+  std::string known;
+  absl::StatusOr<std::vector<PeerRow>> peers =
+      const_cast<MeshStore&>(store_).ListPeers();
+  if (peers.ok()) {
+    for (const PeerRow& p : *peers) {
+      if (!p.authority) continue;
+      absl::StrAppend(&known, known.empty() ? "" : ", ", p.name, " (",
+                      p.address, ")");
+    }
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "node ", row_->node, " is not an authority of the mesh ", row_->name,
+      ": ", why, "; authorities it knows: ", known.empty() ? "none" : known));
 }
 
 absl::Status MeshNode::RequireMeshLocked() const {
@@ -172,7 +205,7 @@ std::optional<NodeCredentials> MeshNode::Credentials() const {
 }
 
 absl::StatusOr<std::pair<std::string, pki::StoredJoinToken>>
-MeshNode::CreateToken(absl::Duration ttl, int64_t uses) {
+MeshNode::CreateToken(absl::Duration ttl, int64_t uses, bool authority) {
   if (ttl <= absl::ZeroDuration() || ttl > kMaxTokenTtl) {
     return absl::InvalidArgumentError(
         absl::StrCat("ttl: ", absl::FormatDuration(ttl), " is not in (0, ",
@@ -196,6 +229,7 @@ MeshNode::CreateToken(absl::Duration ttl, int64_t uses) {
   ASSIGN_OR_RETURN(pki::JoinToken token, pki::JoinToken::Generate(fingerprint));
   const absl::Time now = options_.clock->Now();
   pki::StoredJoinToken stored = token.ToStored(now, now + ttl, uses);
+  stored.authority = authority;
   RETURN_IF_ERROR(store_.InsertToken(stored));
   return std::make_pair(token.ToString(), stored);
 }
@@ -207,6 +241,320 @@ absl::StatusOr<std::vector<pki::StoredJoinToken>> MeshNode::ListTokens() {
 absl::Status MeshNode::RevokeToken(const std::string& id) {
   RETURN_IF_ERROR(pki::ValidateJoinTokenId(id));
   return store_.RevokeToken(id);
+}
+
+absl::StatusOr<Admission> MeshNode::Admit(const AdmitRequest& req) {
+  const absl::Time now = options_.clock->Now();
+  RETURN_IF_ERROR(limiter_.Check(req.source, now));
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(RequireAuthorityLocked("only authorities admit nodes"));
+  // The token: every failure here may be a guess, and counts.
+  const std::string fingerprint = ca_->fingerprint();
+  const std::string self = row_->node;
+  absl::Status token_ok = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(
+        pki::JoinToken presented,
+        pki::JoinToken::FromPresented(req.token_id, req.secret, fingerprint));
+    absl::StatusOr<pki::StoredJoinToken> stored = store_.GetToken(req.token_id);
+    if (stored.status().code() == absl::StatusCode::kNotFound) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "join token ", req.token_id, " is not known to node ", self,
+          " (tokens are checked by the authority that made them)"));
+    }
+    RETURN_IF_ERROR(stored.status());
+    RETURN_IF_ERROR(pki::CheckJoinToken(*stored, presented, now));
+    if (req.authority && !stored->authority) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "join token ", req.token_id,
+          " does not admit authorities (make one with mycel mesh token "
+          "create --authority)"));
+    }
+    return absl::OkStatus();
+  }();
+  if (!token_ok.ok()) {
+    if (token_ok.code() != absl::StatusCode::kPermissionDenied) {
+      limiter_.RecordFailure(req.source, now);
+    }
+    return token_ok;
+  }
+  // The request itself.
+  ASSIGN_OR_RETURN(pki::CertificateRequest csr,
+                   pki::CertificateRequest::Parse(req.csr, ca_->mesh()));
+  if (csr.spiffe_id().kind() != pki::IdentityKind::kNode) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("csr: asks for ", csr.spiffe_id().ToString(),
+                     ": a join admits nodes only"));
+  }
+  const std::string& name = csr.spiffe_id().name();
+  ASSIGN_OR_RETURN(std::optional<PeerRow> existing, store_.GetPeer(name));
+  const pki::RevocationList revoked = options_.trust->revocations();
+  const bool name_revoked =
+      revoked.IdentityRevokedAt(pki::IdentityKind::kNode, name).has_value();
+  if (name == row_->node || (existing.has_value() && !name_revoked)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "node ", name, " is already a member of the mesh ", ca_->mesh(),
+        ": join under another name (--node-name), or revoke it first (mycel "
+        "mesh revoke ",
+        name, ")"));
+  }
+  if (req.address.empty() || req.address.find(':') == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address: \"", req.address,
+                     "\" is not HOST:PORT (the joining node must serve the "
+                     "mesh: start it with --listen)"));
+  }
+  RETURN_IF_ERROR(store_.ConsumeToken(req.token_id));
+  ASSIGN_OR_RETURN(
+      pki::Certificate cert,
+      ca_->Issue(csr,
+                 {csr.spiffe_id(), pki::Role::kNode, options_.node_validity},
+                 now));
+  RETURN_IF_ERROR(
+      store_.PutPeer({name, req.address, req.authority, cert.serial(), now}));
+  Admission out;
+  out.mesh = ca_->mesh();
+  ASSIGN_OR_RETURN(out.cert_pem, cert.ToPem());
+  out.ca_pem = node_->ca_pem;
+  if (req.authority) {
+    ASSIGN_OR_RETURN(out.ca_key_pem, ca_->private_key().ToPem());
+  }
+  out.revocations = revoked.Serialize();
+  out.admitted_by = row_->node;
+  ASSIGN_OR_RETURN(std::vector<PeerRow> peers, store_.ListPeers());
+  for (PeerRow& p : peers) {
+    if (p.authority && p.name != name) out.authorities.push_back(std::move(p));
+  }
+  return out;
+}
+
+absl::StatusOr<std::pair<pki::PrivateKey, std::string>> MeshNode::PrepareJoin(
+    const std::string& mesh) {
+  RETURN_IF_ERROR(
+      Annotate(pki::ValidateIdentityName(options_.node_name), "node name"));
+  {
+    absl::MutexLock lock(&mu_);
+    if (row_.has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("this node is already in the mesh ", row_->name));
+    }
+  }
+  ASSIGN_OR_RETURN(pki::PrivateKey key, pki::PrivateKey::Generate());
+  ASSIGN_OR_RETURN(pki::SpiffeId id,
+                   pki::SpiffeId::Create(pki::IdentityKind::kNode, mesh,
+                                         options_.node_name));
+  ASSIGN_OR_RETURN(pki::CertificateRequest csr,
+                   pki::CertificateRequest::Create(id, key));
+  ASSIGN_OR_RETURN(std::string pem, csr.ToPem());
+  return std::make_pair(std::move(key), std::move(pem));
+}
+
+absl::StatusOr<pki::Certificate> MeshNode::CheckOwnCertificate(
+    const std::string& pem, const std::string& ca_pem,
+    const pki::PrivateKey& key) const {
+  ASSIGN_OR_RETURN(pki::PeerVerifier verifier,
+                   pki::PeerVerifier::Create(ca_pem));
+  ASSIGN_OR_RETURN(pki::Certificate cert, pki::Certificate::FromPem(pem));
+  absl::StatusOr<pki::PeerIdentity> peer =
+      verifier.Verify(cert, pki::PeerSide::kServer, pki::RevocationList(),
+                      options_.clock->Now());
+  if (!peer.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the certificate issued to this node: ", peer.status().message()));
+  }
+  if (peer->kind != pki::IdentityKind::kNode ||
+      peer->name != options_.node_name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the certificate issued to this node is for ",
+                     peer->spiffe_id, ", not node ", options_.node_name));
+  }
+  RETURN_IF_ERROR(Annotate(cert.CheckKeyMatches(key),
+                           "the certificate issued to this node"));
+  return cert;
+}
+
+absl::Status MeshNode::CompleteJoin(pki::PrivateKey key, const Admission& a,
+                                    const std::string& via_address) {
+  absl::MutexLock lock(&mu_);
+  if (row_.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this node is already in the mesh ", row_->name));
+  }
+  ASSIGN_OR_RETURN(pki::Certificate ca_cert,
+                   pki::Certificate::FromPem(a.ca_pem));
+  ASSIGN_OR_RETURN(std::string mesh, pki::MeshOfCaCertificate(ca_cert));
+  if (mesh != a.mesh) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the authority says mesh ", a.mesh, " but its CA is for ", mesh));
+  }
+  RETURN_IF_ERROR(CheckOwnCertificate(a.cert_pem, a.ca_pem, key).status());
+  std::optional<pki::CertificateAuthority> ca;
+  if (!a.ca_key_pem.empty()) {
+    ASSIGN_OR_RETURN(ca,
+                     pki::CertificateAuthority::Load(a.ca_pem, a.ca_key_pem));
+  }
+  absl::StatusOr<pki::RevocationList> revocations =
+      pki::RevocationList::Parse(a.revocations);
+  RETURN_IF_ERROR(Annotate(revocations.status(), "revocations"));
+  const absl::Time now = options_.clock->Now();
+  const std::string d = dir();
+  RETURN_IF_ERROR(Annotate(MakeDirs(d, 0700), "mesh"));
+  if (ca.has_value()) {
+    RETURN_IF_ERROR(ca->private_key().WriteToFile(d + "/ca.key"));
+  }
+  RETURN_IF_ERROR(WriteFileAtomic(d + "/ca.crt", a.ca_pem, 0644));
+  RETURN_IF_ERROR(key.WriteToFile(d + "/node.key"));
+  RETURN_IF_ERROR(WriteFileAtomic(d + "/node.crt", a.cert_pem, 0644));
+  pki::RevocationList merged = options_.trust->revocations();
+  merged.Merge(*revocations);
+  RETURN_IF_ERROR(SetRevocationsLocked(merged));
+  RETURN_IF_ERROR(store_.PutPeer({a.admitted_by, via_address, true, "", now}));
+  for (const PeerRow& p : a.authorities) {
+    if (p.name != options_.node_name) RETURN_IF_ERROR(store_.PutPeer(p));
+  }
+  MeshRow row{mesh, options_.node_name, ca.has_value(), now};
+  RETURN_IF_ERROR(store_.InsertMesh(row));
+  return LoadLocked(row);
+}
+
+pki::RotationPlan MeshNode::Rotation() const {
+  absl::MutexLock lock(&mu_);
+  if (!row_.has_value()) return {absl::InfiniteFuture(), false};
+  return pki::PlanRotation(node_issued_, node_expires_, options_.clock->Now());
+}
+
+absl::StatusOr<std::string> MeshNode::RenewalCsr() const {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(RequireMeshLocked());
+  ASSIGN_OR_RETURN(
+      pki::SpiffeId id,
+      pki::SpiffeId::Create(pki::IdentityKind::kNode, row_->name, row_->node));
+  ASSIGN_OR_RETURN(pki::CertificateRequest csr,
+                   pki::CertificateRequest::Create(id, *node_key_));
+  return csr.ToPem();
+}
+
+absl::StatusOr<std::string> MeshNode::RenewFor(const std::string& node,
+                                               absl::string_view csr_pem) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(RequireAuthorityLocked("only authorities renew"));
+  ASSIGN_OR_RETURN(pki::CertificateRequest csr,
+                   pki::CertificateRequest::Parse(csr_pem, ca_->mesh()));
+  ASSIGN_OR_RETURN(
+      pki::SpiffeId id,
+      pki::SpiffeId::Create(pki::IdentityKind::kNode, ca_->mesh(), node));
+  RETURN_IF_ERROR(csr.CheckAsksFor(id));
+  const absl::Time now = options_.clock->Now();
+  ASSIGN_OR_RETURN(
+      pki::Certificate cert,
+      ca_->Issue(csr, {id, pki::Role::kNode, options_.node_validity}, now));
+  ASSIGN_OR_RETURN(std::optional<PeerRow> peer, store_.GetPeer(node));
+  if (peer.has_value()) {
+    peer->serial = cert.serial();
+    RETURN_IF_ERROR(store_.PutPeer(*peer));
+  }
+  return cert.ToPem();
+}
+
+absl::Status MeshNode::RenewSelf() {
+  std::string pem;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(RequireAuthorityLocked("it cannot renew itself"));
+    ASSIGN_OR_RETURN(pki::PublicKey pub, node_key_->GetPublicKey());
+    ASSIGN_OR_RETURN(pki::SpiffeId id,
+                     pki::SpiffeId::Create(pki::IdentityKind::kNode, row_->name,
+                                           row_->node));
+    ASSIGN_OR_RETURN(
+        pki::Certificate cert,
+        ca_->IssueForKey(pub, {id, pki::Role::kNode, options_.node_validity},
+                         options_.clock->Now()));
+    ASSIGN_OR_RETURN(pem, cert.ToPem());
+  }
+  return InstallNodeCertificate(pem);
+}
+
+absl::Status MeshNode::InstallNodeCertificate(const std::string& pem) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(RequireMeshLocked());
+  ASSIGN_OR_RETURN(pki::Certificate cert,
+                   CheckOwnCertificate(pem, node_->ca_pem, *node_key_));
+  RETURN_IF_ERROR(WriteFileAtomic(dir() + "/node.crt", pem, 0644));
+  node_->cert_pem = pem;
+  node_issued_ = cert.not_before() + pki::kNotBeforeBackdate;
+  node_expires_ = cert.not_after();
+  return absl::OkStatus();
+}
+
+absl::Status MeshNode::SetRevocationsLocked(const pki::RevocationList& list) {
+  RETURN_IF_ERROR(store_.PutRevocations(list));
+  options_.trust->SetRevocations(list);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<pki::RevocationList> MeshNode::Revoke(const std::string& target,
+                                                     const std::string& kind) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(RequireAuthorityLocked("revoke on an authority"));
+  std::string how = kind;
+  if (how.empty()) {
+    absl::StatusOr<std::string> serial = pki::NormalizeSerial(target);
+    how = serial.ok() && serial->size() >= 16 ? "serial" : "node";
+  }
+  pki::RevocationList list = options_.trust->revocations();
+  const absl::Time now = options_.clock->Now();
+  if (how == "serial") {
+    RETURN_IF_ERROR(Annotate(list.RevokeSerial(target, now), "target"));
+  } else if (how == "node" || how == "user") {
+    const pki::IdentityKind k =
+        how == "node" ? pki::IdentityKind::kNode : pki::IdentityKind::kUser;
+    RETURN_IF_ERROR(Annotate(pki::ValidateIdentityName(target), "target"));
+    if (k == pki::IdentityKind::kNode && target == row_->node) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "node ", target,
+          " is this node: revoke it from another authority of the mesh"));
+    }
+    RETURN_IF_ERROR(list.RevokeIdentity(k, target, now));
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kind: \"", kind, "\" is not node, user or serial"));
+  }
+  RETURN_IF_ERROR(SetRevocationsLocked(list));
+  return list;
+}
+
+absl::StatusOr<bool> MeshNode::MergeRevocations(const pki::RevocationList& in,
+                                                const std::string& from) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(RequireMeshLocked());
+  ASSIGN_OR_RETURN(std::optional<PeerRow> peer, store_.GetPeer(from));
+  if (!peer.has_value() || !peer->authority) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "node ", from, " is not an authority that node ", row_->node,
+        " knows: it takes revocations from "
+        "authorities only"));
+  }
+  pki::RevocationList list = options_.trust->revocations();
+  const pki::RevocationList before = list;
+  list.Merge(in);
+  if (list.serials() == before.serials() &&
+      list.identities() == before.identities()) {
+    return false;
+  }
+  RETURN_IF_ERROR(SetRevocationsLocked(list));
+  return true;
+}
+
+pki::RevocationList MeshNode::Revocations() const {
+  return options_.trust->revocations();
+}
+
+absl::StatusOr<std::vector<PeerRow>> MeshNode::Peers() {
+  return store_.ListPeers();
+}
+
+PeerChannels* MeshNode::channels() const {
+  absl::MutexLock lock(&mu_);
+  return channels_.get();
 }
 
 }  // namespace mycel::identity

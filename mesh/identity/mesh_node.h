@@ -17,11 +17,17 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/store/store.h"
+#include "mesh/identity/join_limiter.h"
 #include "mesh/identity/mesh_store.h"
+#include "mesh/identity/peer_channels.h"
 #include "mesh/identity/trust.h"
 #include "mesh/pki/certificate_authority.h"
+#include "mesh/pki/certificate_request.h"
 #include "mesh/pki/join_token.h"
+#include "mesh/pki/private_key.h"
+#include "mesh/pki/revocation_list.h"
 #include "mesh/pki/role.h"
+#include "mesh/pki/rotation.h"
 #include "runtime/clock.h"
 
 namespace mycel::identity {
@@ -54,6 +60,27 @@ struct NodeCredentials {
   std::string key_pem;
 };
 
+// What an authority asks of a node that joins (Mesh.Admit).
+struct AdmitRequest {
+  std::string token_id;
+  std::string secret;   // raw bytes
+  std::string csr;      // PEM
+  std::string address;  // where the new node serves (HOST:PORT)
+  bool authority = false;
+  std::string source;  // the caller's address, for the failure limit
+};
+
+// What an authority gives a node it admits.
+struct Admission {
+  std::string mesh;
+  std::string cert_pem;
+  std::string ca_pem;
+  std::string ca_key_pem;   // only to a new authority
+  std::string revocations;  // RevocationList::Serialize()
+  std::string admitted_by;  // the authority's node name
+  std::vector<PeerRow> authorities;
+};
+
 // Thread-safe. The store, trust and clock must outlive it.
 class MeshNode {
  public:
@@ -64,6 +91,7 @@ class MeshNode {
     Trust* trust = nullptr;
     const Clock* clock = nullptr;
     absl::Duration node_validity = pki::kDefaultNodeValidity;
+    JoinLimiter::Options join_limits;
   };
 
   // Loads the membership (if any) from the store and <state-dir>/mesh/,
@@ -97,12 +125,89 @@ class MeshNode {
                                           pki::Role role)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A new join token valid for `ttl` and `uses` joins: its text (returned
-  // once, never stored) and what is stored.
-  absl::StatusOr<std::pair<std::string, pki::StoredJoinToken>> CreateToken(
-      absl::Duration ttl, int64_t uses) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::vector<pki::StoredJoinToken>> ListTokens();
   absl::Status RevokeToken(const std::string& id);
+  // A new join token valid for `ttl` and `uses` joins, which admits
+  // authorities when `authority`: its text (returned once, never stored)
+  // and what is stored.
+  absl::StatusOr<std::pair<std::string, pki::StoredJoinToken>> CreateToken(
+      absl::Duration ttl, int64_t uses, bool authority = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // -- Joining: the authority's side. --
+
+  // Admits a node that proves a join token: checks, in this order, the
+  // source's failure budget (RESOURCE_EXHAUSTED), that this node is an
+  // authority (FAILED_PRECONDITION naming the authorities it knows), the
+  // token (UNAUTHENTICATED: unknown, wrong secret, revoked, expired, used
+  // up), that a token without --authority does not make an authority
+  // (PERMISSION_DENIED), the CSR (INVALID_ARGUMENT "csr: ..."; a user
+  // identity or another mesh is refused), that the name is not a member
+  // already (ALREADY_EXISTS), and the address. Only then is a use of the
+  // token taken and the certificate issued. Token failures count against
+  // the source (JoinLimiter).
+  absl::StatusOr<Admission> Admit(const AdmitRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // -- Joining: the new node's side (the network part is joiner.h). --
+
+  // A fresh node key and a CSR (PEM) for spiffe://MESH/node/<node name>.
+  // FAILED_PRECONDITION when this node is already in a mesh.
+  absl::StatusOr<std::pair<pki::PrivateKey, std::string>> PrepareJoin(
+      const std::string& mesh) ABSL_LOCKS_EXCLUDED(mu_);
+  // Enters the mesh with what `via` (at `via_address`) admitted: checks the
+  // certificate (chains to the CA, names this node, is for `key`), writes
+  // the files, records the membership, the revocations and the
+  // authorities, and trusts the CA. A crash before the membership row is
+  // written leaves a node that is not in a mesh.
+  absl::Status CompleteJoin(pki::PrivateKey key, const Admission& admitted,
+                            const std::string& via_address)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // -- Certificate rotation. --
+
+  // When this node's certificate is due for renewal (two thirds of its
+  // life, counted from its issue time).
+  pki::RotationPlan Rotation() const ABSL_LOCKS_EXCLUDED(mu_);
+  // A CSR (PEM) for this node's own identity with its existing key.
+  absl::StatusOr<std::string> RenewalCsr() const ABSL_LOCKS_EXCLUDED(mu_);
+  // An authority renews the certificate of node `node` (the caller,
+  // authenticated by its current certificate): the CSR must ask for that
+  // node's identity. FAILED_PRECONDITION when this node is not an
+  // authority.
+  absl::StatusOr<std::string> RenewFor(const std::string& node,
+                                       absl::string_view csr)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // An authority renews its own certificate.
+  absl::Status RenewSelf() ABSL_LOCKS_EXCLUDED(mu_);
+  // Installs a renewed certificate for this node's key: checked like a
+  // joined one, written atomically in place of node.crt (the TLS
+  // credentials re-read it), and used from then on.
+  absl::Status InstallNodeCertificate(const std::string& pem)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // -- Revocation. --
+
+  // Revokes `target` (a name, or a serial) as `kind` ("node", "user",
+  // "serial", or empty: a serial when it is 16 or more hex digits, else a
+  // node). Authorities only. Returns the new list, already in force here.
+  absl::StatusOr<pki::RevocationList> Revoke(const std::string& target,
+                                             const std::string& kind)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Merges a list pushed by the node `from`, which must be an authority
+  // this node knows (PERMISSION_DENIED otherwise). True when it changed
+  // this node's list.
+  absl::StatusOr<bool> MergeRevocations(const pki::RevocationList& list,
+                                        const std::string& from)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  pki::RevocationList Revocations() const;
+
+  // The nodes this node knows directly (mesh_peers).
+  absl::StatusOr<std::vector<PeerRow>> Peers();
+
+  // Channels to the other nodes, with this node's credentials; null when
+  // not in a mesh. Valid for the life of this object once set.
+  PeerChannels* channels() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   explicit MeshNode(Options options)
@@ -114,6 +219,15 @@ class MeshNode {
                                                   pki::Role role)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RequireMeshLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RequireAuthorityLocked(absl::string_view why) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks a certificate issued to this node (`pem`) against `ca_pem`, this
+  // node's name and `key`.
+  absl::StatusOr<pki::Certificate> CheckOwnCertificate(
+      const std::string& pem, const std::string& ca_pem,
+      const pki::PrivateKey& key) const;
+  absl::Status SetRevocationsLocked(const pki::RevocationList& list)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   MeshStore store_;
@@ -122,7 +236,11 @@ class MeshNode {
   std::optional<pki::CertificateAuthority> ca_ ABSL_GUARDED_BY(mu_);
   std::optional<pki::Certificate> ca_cert_ ABSL_GUARDED_BY(mu_);
   std::optional<NodeCredentials> node_ ABSL_GUARDED_BY(mu_);
+  std::optional<pki::PrivateKey> node_key_ ABSL_GUARDED_BY(mu_);
+  absl::Time node_issued_ ABSL_GUARDED_BY(mu_);
   absl::Time node_expires_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<PeerChannels> channels_ ABSL_GUARDED_BY(mu_);
+  JoinLimiter limiter_{options_.join_limits};
 };
 
 }  // namespace mycel::identity

@@ -43,14 +43,15 @@ absl::Status MeshStore::InsertMesh(const MeshRow& row) {
 absl::Status MeshStore::InsertToken(const pki::StoredJoinToken& t) {
   return store_->Execute(
       "INSERT INTO join_tokens(id, secret_hash, created_us, expires_us, "
-      "uses_left, revoked) VALUES(?,?,?,?,?,?)",
+      "uses_left, revoked, authority) VALUES(?,?,?,?,?,?,?)",
       [&](Stmt& st) {
         st.Bind(1, t.id)
             .Bind(2, t.secret_hash)
             .Bind(3, absl::ToUnixMicros(t.created))
             .Bind(4, absl::ToUnixMicros(t.expires))
             .Bind(5, t.uses_left)
-            .Bind(6, int64_t{t.revoked});
+            .Bind(6, int64_t{t.revoked})
+            .Bind(7, int64_t{t.authority});
       });
 }
 
@@ -64,6 +65,7 @@ pki::StoredJoinToken TokenFromRow(const Stmt& st) {
   t.expires = absl::FromUnixMicros(st.ColumnInt(3));
   t.uses_left = st.ColumnInt(4);
   t.revoked = st.ColumnInt(5) != 0;
+  t.authority = st.ColumnInt(6) != 0;
   return t;
 }
 
@@ -73,7 +75,8 @@ absl::StatusOr<pki::StoredJoinToken> MeshStore::GetToken(
     const std::string& id) {
   std::optional<pki::StoredJoinToken> out;
   RETURN_IF_ERROR(store_->Query(
-      "SELECT id, secret_hash, created_us, expires_us, uses_left, revoked "
+      "SELECT id, secret_hash, created_us, expires_us, uses_left, revoked, "
+      "authority "
       "FROM join_tokens WHERE id=?",
       [&](Stmt& st) { st.Bind(1, id); },
       [&](const Stmt& st) {
@@ -90,7 +93,8 @@ absl::StatusOr<pki::StoredJoinToken> MeshStore::GetToken(
 absl::StatusOr<std::vector<pki::StoredJoinToken>> MeshStore::ListTokens() {
   std::vector<pki::StoredJoinToken> out;
   RETURN_IF_ERROR(store_->Query(
-      "SELECT id, secret_hash, created_us, expires_us, uses_left, revoked "
+      "SELECT id, secret_hash, created_us, expires_us, uses_left, revoked, "
+      "authority "
       "FROM join_tokens ORDER BY created_us, id",
       [](Stmt&) {},
       [&](const Stmt& st) {
@@ -105,6 +109,81 @@ absl::Status MeshStore::RevokeToken(const std::string& id) {
   RETURN_IF_ERROR(GetToken(id).status());
   return store_->Execute("UPDATE join_tokens SET revoked=1 WHERE id=?",
                          [&](Stmt& st) { st.Bind(1, id); });
+}
+
+absl::Status MeshStore::ConsumeToken(const std::string& id) {
+  return store_->InTransaction([&](store::Transaction& tx) -> absl::Status {
+    int64_t left = -1;
+    RETURN_IF_ERROR(tx.Query(
+        "SELECT uses_left FROM join_tokens WHERE id=?",
+        [&](Stmt& st) { st.Bind(1, id); },
+        [&](const Stmt& st) {
+          left = st.ColumnInt(0);
+          return absl::OkStatus();
+        }));
+    if (left < 1) {
+      return absl::UnauthenticatedError(
+          absl::StrCat("join token ", id, ": used up"));
+    }
+    return tx.Execute("UPDATE join_tokens SET uses_left=uses_left-1 WHERE id=?",
+                      [&](Stmt& st) { st.Bind(1, id); });
+  });
+}
+
+absl::Status MeshStore::PutPeer(const PeerRow& p) {
+  return store_->Execute(
+      "INSERT INTO mesh_peers(name, address, authority, serial, admitted_us) "
+      "VALUES(?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
+      "address=excluded.address, authority=excluded.authority, "
+      "serial=excluded.serial, admitted_us=excluded.admitted_us",
+      [&](Stmt& st) {
+        st.Bind(1, p.name)
+            .Bind(2, p.address)
+            .Bind(3, int64_t{p.authority})
+            .Bind(4, p.serial)
+            .Bind(5, absl::ToUnixMicros(p.admitted));
+      });
+}
+
+namespace {
+
+PeerRow PeerFromRow(const Stmt& st) {
+  PeerRow p;
+  p.name = st.ColumnText(0);
+  p.address = st.ColumnText(1);
+  p.authority = st.ColumnInt(2) != 0;
+  p.serial = st.ColumnText(3);
+  p.admitted = absl::FromUnixMicros(st.ColumnInt(4));
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<PeerRow>> MeshStore::GetPeer(
+    const std::string& name) {
+  std::optional<PeerRow> out;
+  RETURN_IF_ERROR(store_->Query(
+      "SELECT name, address, authority, serial, admitted_us FROM mesh_peers "
+      "WHERE name=?",
+      [&](Stmt& st) { st.Bind(1, name); },
+      [&](const Stmt& st) {
+        out = PeerFromRow(st);
+        return absl::OkStatus();
+      }));
+  return out;
+}
+
+absl::StatusOr<std::vector<PeerRow>> MeshStore::ListPeers() {
+  std::vector<PeerRow> out;
+  RETURN_IF_ERROR(store_->Query(
+      "SELECT name, address, authority, serial, admitted_us FROM mesh_peers "
+      "ORDER BY name",
+      [](Stmt&) {},
+      [&](const Stmt& st) {
+        out.push_back(PeerFromRow(st));
+        return absl::OkStatus();
+      }));
+  return out;
 }
 
 absl::StatusOr<pki::RevocationList> MeshStore::GetRevocations() {

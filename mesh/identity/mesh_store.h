@@ -24,6 +24,15 @@ struct MeshRow {
   absl::Time joined;
 };
 
+// Another node this node knows directly (table mesh_peers).
+struct PeerRow {
+  std::string name;
+  std::string address;
+  bool authority = false;
+  std::string serial;  // of the certificate this node issued it, if any
+  absl::Time admitted;
+};
+
 // Thread-safe (the Store is). `store` must outlive it.
 class MeshStore {
  public:
@@ -40,6 +49,15 @@ class MeshStore {
   absl::StatusOr<std::vector<pki::StoredJoinToken>> ListTokens();
   // NOT_FOUND when there is no such token.
   absl::Status RevokeToken(const std::string& id);
+  // Takes one use of the token `id`, only if it still has one:
+  // UNAUTHENTICATED "join token ID: used up" when another join took the
+  // last use since it was checked.
+  absl::Status ConsumeToken(const std::string& id);
+
+  // Inserts or replaces the peer of that name.
+  absl::Status PutPeer(const PeerRow& peer);
+  absl::StatusOr<std::optional<PeerRow>> GetPeer(const std::string& name);
+  absl::StatusOr<std::vector<PeerRow>> ListPeers();
 
   // The revocation list; empty when none was stored.
   absl::StatusOr<pki::RevocationList> GetRevocations();

@@ -72,4 +72,13 @@ absl::StatusOr<std::string> Certificate::ToPem() const {
   return internal::EncodePem(der_, "CERTIFICATE");
 }
 
+absl::Status Certificate::CheckKeyMatches(const PrivateKey& key) const {
+  if (X509_check_private_key(x509_.get(), key.evp()) != 1) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(
+        "the certificate is not for this private key");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace mycel::pki

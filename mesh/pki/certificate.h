@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "mesh/pki/internal/openssl.h"
+#include "mesh/pki/private_key.h"
 
 namespace mycel::pki {
 
@@ -49,6 +50,10 @@ class Certificate {
   const std::string& serial() const { return serial_; }
   absl::Time not_before() const { return not_before_; }
   absl::Time not_after() const { return not_after_; }
+
+  // OK when `key` is the private half of this certificate's public key;
+  // INVALID_ARGUMENT otherwise.
+  absl::Status CheckKeyMatches(const PrivateKey& key) const;
 
   // The OpenSSL handle, for the rest of mesh/pki. Owned by this object;
   // callers must not modify it.

@@ -111,6 +111,19 @@ absl::StatusOr<JoinToken> JoinToken::Parse(absl::string_view text) {
                    std::string(fields[3]));
 }
 
+absl::StatusOr<JoinToken> JoinToken::FromPresented(
+    absl::string_view id, absl::string_view secret,
+    absl::string_view ca_fingerprint) {
+  RETURN_IF_ERROR(ValidateJoinTokenId(id));
+  if (secret.size() != kJoinTokenSecretBytes) {
+    return TokenError(absl::StrCat("secret: ", secret.size(),
+                                   " bytes, expected ", kJoinTokenSecretBytes));
+  }
+  RETURN_IF_ERROR(CheckHexField(ca_fingerprint, "CA fingerprint"));
+  return JoinToken(std::string(id), std::string(secret),
+                   std::string(ca_fingerprint));
+}
+
 std::string JoinToken::ToString() const {
   return absl::StrCat(kJoinTokenVersion, ".", id_, ".", internal::Hex(secret_),
                       ".", ca_fingerprint_);

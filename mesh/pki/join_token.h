@@ -48,6 +48,7 @@ struct StoredJoinToken {
   absl::Time expires;
   int64_t uses_left = 0;  // the daemon decrements it on each accepted join
   bool revoked = false;
+  bool authority = false;  // the nodes it admits may join as authorities
 };
 
 // SHA-256 of a raw secret, lower-case hex. The secret has 256 random bits,
@@ -68,6 +69,14 @@ class JoinToken {
   // "... secret: 60 characters, expected 64 (truncated?)", "... secret:
   // character 7 is not lower-case hex", ...
   static absl::StatusOr<JoinToken> Parse(absl::string_view text);
+
+  // The token a joining node presented to an authority: its id and raw
+  // secret (kJoinTokenSecretBytes), for the CA `ca_fingerprint` the
+  // authority holds. INVALID_ARGUMENT when the id or the secret's length is
+  // wrong.
+  static absl::StatusOr<JoinToken> FromPresented(
+      absl::string_view id, absl::string_view secret,
+      absl::string_view ca_fingerprint);
 
   const std::string& id() const { return id_; }
   // The raw 32 secret bytes.

@@ -6,8 +6,8 @@
 # reused channel (the authorizer verifies the remembered certificate and
 # checks the rule on every call), and a fresh mTLS connection per call
 # (TCP connect, TLS 1.3 handshake with ECDSA P-256, HTTP/2 preface, then the
-# call); the CLI end to end (hyperfine); and `mycel mesh init`. Loopback
-# only (127.0.0.1).
+# call); the CLI end to end (hyperfine); `mycel mesh init`; and `mycel
+# mesh join` of a fresh node to an authority. Loopback only (127.0.0.1).
 set -euo pipefail
 
 build=${1:-build}
@@ -86,5 +86,38 @@ for i in $(seq 10); do
   kill "$p"; wait "$p" 2>/dev/null || true
 done
 printf '%s\n' "${init_times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "mesh init: median %.1f ms over %d runs (min %.1f, max %.1f)\n", a[int((NR+1)/2)]/1000, NR, a[1]/1000, a[NR]/1000}'
+
 echo
-echo "mycel mesh join: not built yet (issue 12), so not measured."
+echo "## mycel mesh join on loopback (a fresh node each run)"
+# One authority; each run starts an empty node and times `mesh join`: the
+# CA fetch and pin check, the node key, the CSR, the admission (token
+# check, signature) and the files, up to serving TCP with the certificate.
+aport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$myceld" --state-dir "$work/auth" --socket "$work/auth.sock" --node-name auth \
+  --cgroup-subtree "identity-bench-$$-auth" --listen "127.0.0.1:$aport" \
+  --log-level warn 2>/dev/null &
+pid=$!
+for _ in $(seq 100); do
+  "$mycel" --socket "$work/auth.sock" node health >/dev/null 2>&1 && break
+  sleep 0.05
+done
+XDG_CONFIG_HOME=$work/cauth "$mycel" --socket "$work/auth.sock" mesh init --name bench >/dev/null
+join_times=()
+for i in $(seq 10); do
+  T=$("$mycel" --socket "$work/auth.sock" mesh token create)
+  jport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$myceld" --state-dir "$work/j$i" --socket "$work/j$i.sock" --node-name "node$i" \
+    --cgroup-subtree "identity-bench-$$-j$i" --listen "127.0.0.1:$jport" \
+    --log-level warn 2>/dev/null &
+  p=$!
+  for _ in $(seq 100); do
+    "$mycel" --socket "$work/j$i.sock" node health >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+  t0=$(date +%s%N)
+  "$mycel" --socket "$work/j$i.sock" mesh join "127.0.0.1:$aport" --token "$T" >/dev/null
+  t1=$(date +%s%N)
+  join_times+=($(( (t1 - t0) / 1000 )))
+  kill "$p"; wait "$p" 2>/dev/null || true
+done
+printf '%s\n' "${join_times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "mesh join: median %.1f ms over %d runs (min %.1f, max %.1f)\n", a[int((NR+1)/2)]/1000, NR, a[1]/1000, a[NR]/1000}'

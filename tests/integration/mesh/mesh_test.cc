@@ -1,10 +1,7 @@
 // `mycel mesh init`, tokens and users against real myceld processes, and the
 // CLI reaching a node over loopback TCP with the credentials init wrote.
-#include <arpa/inet.h>
 #include <doctest/doctest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "runtime/fs.h"
+#include "tests/integration/mesh/mesh_cluster.h"
 #include "tests/testing/process.h"
 
 namespace mycel {
@@ -23,52 +21,10 @@ using testing::CommandResult;
 using testing::DaemonProcess;
 using testing::TempDir;
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-int Mode(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return -1;
-  return st.st_mode & 07777;
-}
-
-std::string Quote(const std::string& s) { return "'" + s + "'"; }
-
-// Runs the mycel CLI with `env` (e.g. "XDG_CONFIG_HOME=/x") and `args`.
-CommandResult Mycel(const std::string& env,
-                    const std::vector<std::string>& args) {
-  std::string cmd = absl::StrCat("env -u MYCEL_CONFIG ", env, " ",
-                                 Quote(testing::Binary("mycel")));
-  for (const std::string& a : args) absl::StrAppend(&cmd, " ", Quote(a));
-  return testing::Shell(cmd);
-}
-
-struct Node {
-  TempDir dir;
-  std::string addr = absl::StrCat("127.0.0.1:", FreePort());
-  std::string config = dir.Sub("config");
-  std::string env = "XDG_CONFIG_HOME=" + config;
-  DaemonProcess daemon{dir.path(), {"--listen", addr}};
-
-  CommandResult Local(std::vector<std::string> args) const {
-    args.insert(args.begin(), {"--socket", daemon.socket()});
-    return Mycel(env, args);
-  }
-  CommandResult Remote(std::vector<std::string> args,
-                       const std::string& extra_env = "") const {
-    args.insert(args.begin(), {"--node", addr});
-    return Mycel(env + " " + extra_env, args);
-  }
-};
+using testing::Mode;
+using testing::Mycel;
+using testing::Quote;
+using Node = testing::MeshNodeProcess;
 
 TEST_CASE("mesh init: CA, node and admin; keys 0600; TCP served at once") {
   Node n;

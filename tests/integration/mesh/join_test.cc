@@ -1,0 +1,292 @@
+// `mycel mesh join` between real myceld processes on loopback: the CA pin
+// checked before the secret leaves, the rate limit per source, revocations
+// pushed to members and enforced on open connections, and node
+// certificates that renew themselves without a restart.
+#include <doctest/doctest.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "mesh/identity/peer_channels.h"
+#include "mycel/v1/mesh.grpc.pb.h"
+#include "mycel/v1/node.grpc.pb.h"
+#include "runtime/fs.h"
+#include "tests/integration/mesh/mesh_cluster.h"
+#include "tests/testing/process.h"
+
+namespace mycel {
+namespace {
+
+using testing::CommandResult;
+using testing::Mycel;
+using Node = testing::MeshNodeProcess;
+
+bool Contains(const std::string& s, absl::string_view part) {
+  return absl::StrContains(s, part);
+}
+
+// Starts `a` as the first node of the mesh "test", named "a".
+void InitMesh(Node& a) {
+  REQUIRE(a.daemon.Start());
+  CommandResult init = a.Local({"mesh", "init", "--name", "test"});
+  REQUIRE_MESSAGE(init.exit_code == 0, init.err);
+}
+
+std::string Token(Node& authority, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"mesh", "token", "create"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  CommandResult t = authority.Local(args);
+  REQUIRE_MESSAGE(t.exit_code == 0, t.err);
+  return std::string(absl::StripAsciiWhitespace(t.out));
+}
+
+CommandResult Join(Node& joiner, const Node& via, const std::string& token,
+                   std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"mesh", "join", via.addr, "--token", token};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return joiner.Local(args);
+}
+
+// Polls `done` every 100 ms for up to `limit`.
+template <typename F>
+bool Eventually(F done, absl::Duration limit) {
+  absl::Time end = absl::Now() + limit;
+  while (absl::Now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return done();
+}
+
+TEST_CASE("two nodes on one machine: join, and a restart keeps the member") {
+  Node a({"--node-name", "a"});
+  Node b({"--node-name", "b"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  CommandResult join = Join(b, a, Token(a));
+  REQUIRE_MESSAGE(join.exit_code == 0, join.err);
+  CHECK(Contains(join.out, "spiffe://test/node/b"));
+  CHECK(Contains(join.out, "AUTHORITY     no"));
+  CHECK(Contains(b.daemon.Log(), "joined the mesh"));
+  CHECK(Contains(a.daemon.Log(), "node admitted"));
+  // b serves the mesh on TCP at once: the admin of a reaches it with the
+  // credentials `mesh init` wrote, once b is one of its endpoints.
+  std::string config_file = a.config + "/mycel/config.json";
+  std::string config = *ReadFile(config_file);
+  absl::StrReplaceAll(
+      {{"\"endpoints\": [", absl::StrCat("\"endpoints\": [{\"address\": \"",
+                                         b.addr, "\", \"node\": \"b\"}, ")}},
+      &config);
+  REQUIRE(WriteFileAtomic(config_file, config, 0600).ok());
+  CommandResult info = Mycel(a.env, {"--node", b.addr, "mesh", "info"});
+  CHECK_MESSAGE(info.exit_code == 0, info.err);
+  CHECK(Contains(info.out, "spiffe://test/node/b"));
+  // b's key never left b; a kept b's serial.
+  CHECK(testing::Mode(b.daemon.state_dir() + "/mesh/node.key") == 0600);
+  CommandResult peers = a.Local({"mesh", "peers"});
+  CHECK(Contains(peers.out, b.addr));
+  // A restart: still a member, without the token, serving TCP.
+  REQUIRE(b.daemon.Signal(SIGTERM) == 0);
+  REQUIRE(b.daemon.Start());
+  CHECK(Contains(b.Local({"mesh", "info"}).out, "spiffe://test/node/b"));
+  CHECK(Mycel(a.env, {"--node", b.addr, "node", "health"}).exit_code == 0);
+  // A joined node cannot join again.
+  CommandResult again = Join(b, a, Token(a));
+  CHECK(again.exit_code == 1);
+  CHECK(Contains(again.err, "already in the mesh test"));
+}
+
+TEST_CASE("a node whose CA does not match the pin never receives the secret") {
+  Node a({"--node-name", "a"});
+  Node rogue({"--node-name", "rogue"});
+  Node b({"--node-name", "b"});
+  InitMesh(a);
+  REQUIRE(rogue.daemon.Start());
+  REQUIRE(rogue.Local({"mesh", "init", "--name", "test"}).exit_code == 0);
+  REQUIRE(b.daemon.Start());
+  std::string token = Token(a);
+  std::string id = token.substr(7, 6);
+  // b is pointed at the rogue node (a man in the middle, or a mistake):
+  // same mesh name, another CA.
+  CommandResult join = Join(b, rogue, token);
+  CHECK(join.exit_code == 1);
+  CHECK(Contains(join.err, "does not match the join token's pin"));
+  CHECK(Contains(join.err, "nothing secret was sent"));
+  // The rogue saw a request for its CA and nothing else: no join attempt,
+  // no token id, no secret in its log.
+  CHECK_FALSE(Contains(rogue.daemon.Log(), "join refused"));
+  CHECK_FALSE(Contains(rogue.daemon.Log(), id));
+  CHECK_FALSE(Contains(rogue.daemon.Log(), token.substr(14, 64)));
+  CHECK(Contains(b.Local({"mesh", "info"}).out, "not in a mesh"));
+  // The token is untouched and still works against the real node.
+  CHECK(Join(b, a, token).exit_code == 0);
+}
+
+TEST_CASE("bad tokens over the wire, and the limit on guessing") {
+  Node a({"--node-name", "a"});
+  Node b({"--node-name", "b"});
+  Node c({"--node-name", "c"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  REQUIRE(c.daemon.Start());
+  std::string good = Token(a);
+  // A token that does not parse: nothing is sent.
+  CommandResult garbage = Join(b, a, "mycel1.abc");
+  CHECK(garbage.exit_code == 1);
+  CHECK(Contains(garbage.err, "join token: has 2 fields"));
+  // Expired.
+  std::string short_lived = Token(a, {"--ttl", "1s"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  CommandResult expired = Join(b, a, short_lived);
+  CHECK(expired.exit_code == 1);
+  CHECK(Contains(expired.err, "expired"));
+  // Used up: c takes the one use of `good`.
+  std::string once = Token(a);
+  REQUIRE(Join(c, a, once).exit_code == 0);
+  CommandResult used = Join(b, a, once);
+  CHECK(used.exit_code == 1);
+  CHECK(Contains(used.err, "used up"));
+  // Revoked.
+  std::string revoked = Token(a);
+  REQUIRE(
+      a.Local({"mesh", "token", "revoke", revoked.substr(7, 6)}).exit_code ==
+      0);
+  CommandResult rev = Join(b, a, revoked);
+  CHECK(rev.exit_code == 1);
+  CHECK(Contains(rev.err, "revoked"));
+  // A node that is not an authority names the ones it knows.
+  CommandResult via_c = Join(b, c, good);
+  CHECK(via_c.exit_code == 1);
+  CHECK(Contains(via_c.err, "not an authority"));
+  CHECK(Contains(via_c.err, absl::StrCat("a (", a.addr, ")")));
+  // Guessing: wrong secrets from 127.0.0.1 until the limit (10 failures,
+  // three of which were spent above), then even the right token is refused.
+  std::string wrong = good;
+  wrong[20] = wrong[20] == '0' ? '1' : '0';
+  int refused = 0;
+  for (int i = 0; i < 12; ++i) {
+    CommandResult r = Join(b, a, wrong);
+    CHECK(r.exit_code == 1);
+    if (Contains(r.err, "too many failed joins from 127.0.0.1")) {
+      ++refused;
+    } else {
+      CHECK(Contains(r.err, "wrong secret"));
+    }
+  }
+  CHECK(refused >= 5);
+  CommandResult limited = Join(b, a, good);
+  CHECK(limited.exit_code == 1);
+  CHECK(Contains(limited.err, "too many failed joins"));
+  CHECK(Contains(b.Local({"mesh", "info"}).out, "not in a mesh"));
+}
+
+// A channel to node `node` at `addr` as the user whose credentials are in
+// `dir` (mycel mesh user add --out DIR).
+std::shared_ptr<grpc::Channel> UserChannel(const std::string& dir,
+                                           const std::string& addr,
+                                           const std::string& node) {
+  return grpc::CreateChannel(
+      addr, identity::NodeCredentialsFromFiles(
+                dir + "/ca.crt", dir + "/client.crt", dir + "/client.key",
+                absl::Seconds(1), "spiffe://test/node/" + node));
+}
+
+grpc::Status NodeInfo(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  mycel::v1::GetInfoRequest req;
+  mycel::v1::NodeInfo resp;
+  return mycel::v1::Node::NewStub(channel)->GetInfo(&ctx, req, &resp);
+}
+
+TEST_CASE("revocation reaches members through authorities, on open channels") {
+  Node a({"--node-name", "a"});
+  Node b({"--node-name", "b"});
+  Node c({"--node-name", "c"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  REQUIRE(c.daemon.Start());
+  // b joins as an authority; c joins through b, so a knows c only through b.
+  REQUIRE(Join(b, a, Token(a), {"--authority"}).exit_code == 1);
+  REQUIRE(Join(b, a, Token(a, {"--authority"}), {"--authority"}).exit_code ==
+          0);
+  CHECK(Contains(b.Local({"mesh", "info"}).out, "AUTHORITY     yes"));
+  REQUIRE(Join(c, b, Token(b)).exit_code == 0);
+  // A viewer, with one channel to c kept open throughout.
+  std::string bob = a.dir.Sub("bob");
+  REQUIRE(
+      a.Local({"mesh", "user", "add", "bob", "--role", "viewer", "--out", bob})
+          .exit_code == 0);
+  auto channel = UserChannel(bob, c.addr, "c");
+  grpc::Status before = NodeInfo(channel);
+  REQUIRE_MESSAGE(before.ok(), before.error_message());
+  // A user cannot call a peer RPC.
+  {
+    grpc::ClientContext ctx;
+    mycel::v1::RenewRequest req;
+    mycel::v1::RenewResponse resp;
+    grpc::Status s = mycel::v1::Mesh::NewStub(channel)->Renew(&ctx, req, &resp);
+    CHECK(s.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // Revoked on a: pushed to b (which a admitted), and by b to c.
+  CommandResult revoke = a.Local({"mesh", "revoke", "bob", "--user"});
+  REQUIRE_MESSAGE(revoke.exit_code == 0, revoke.err);
+  CHECK(Contains(revoke.out, "pushed to b"));
+  absl::Time revoked = absl::Now();
+  bool refused = Eventually(
+      [&] {
+        return NodeInfo(channel).error_code() ==
+               grpc::StatusCode::UNAUTHENTICATED;
+      },
+      absl::Seconds(5));
+  CHECK(refused);
+  MESSAGE("revocation enforced on c after ",
+          absl::FormatDuration(absl::Now() - revoked));
+  grpc::Status after = NodeInfo(channel);
+  CHECK(Contains(after.error_message(), "revoked: user bob"));
+  CHECK(Contains(c.Local({"mesh", "revocations"}).out, "bob"));
+  // A non-authority cannot revoke, and says where to go.
+  CommandResult from_c = c.Local({"mesh", "revoke", "a"});
+  CHECK(from_c.exit_code == 1);
+  CHECK(Contains(from_c.err, "not an authority"));
+}
+
+TEST_CASE("node certificates renew themselves at two thirds of their life") {
+  // 15 s certificates: renewed after about 10 s, by the authority for
+  // itself and for b over mTLS; connections made after the first ones
+  // expired still work, with no restart.
+  Node a({"--node-name", "a", "--cert-lifetime", "15s"});
+  Node b({"--node-name", "b", "--cert-lifetime", "15s"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  REQUIRE(Join(b, a, Token(a)).exit_code == 0);
+  std::string first_b = *ReadFile(b.daemon.state_dir() + "/mesh/node.crt");
+  std::string first_a = *ReadFile(a.daemon.state_dir() + "/mesh/node.crt");
+  std::string admin = a.config + "/mycel/test";
+  CHECK(Eventually(
+      [&] {
+        return *ReadFile(b.daemon.state_dir() + "/mesh/node.crt") != first_b &&
+               *ReadFile(a.daemon.state_dir() + "/mesh/node.crt") != first_a;
+      },
+      absl::Seconds(20)));
+  CHECK(Contains(b.daemon.Log(), "node certificate renewed"));
+  CHECK(Contains(a.daemon.Log(), "msg=\"node certificate renewed\" node=b"));
+  // Past the first certificates' end (+ the 2 s the servers take to re-read
+  // the files): a new connection to each node succeeds.
+  std::this_thread::sleep_for(std::chrono::seconds(8));
+  grpc::Status to_b = NodeInfo(UserChannel(admin, b.addr, "b"));
+  CHECK_MESSAGE(to_b.ok(), to_b.error_message());
+  grpc::Status to_a = NodeInfo(UserChannel(admin, a.addr, "a"));
+  CHECK_MESSAGE(to_a.ok(), to_a.error_message());
+}
+
+}  // namespace
+}  // namespace mycel

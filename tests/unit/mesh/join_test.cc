@@ -1,0 +1,392 @@
+// Joining, renewal and revocation between MeshNodes, without the network:
+// each node has its own state database and directory, and the calls the
+// daemon's Mesh service would make are made directly. The wire (the CA pin,
+// mTLS, the rate limit per source) is tested in
+// tests/integration/mesh/join_test.cc.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/config.h"
+#include "daemon/store/store.h"
+#include "mesh/identity/join_limiter.h"
+#include "mesh/identity/mesh_node.h"
+#include "mesh/identity/trust.h"
+#include "mesh/pki/certificate_request.h"
+#include "runtime/fs.h"
+#include "runtime/manual_clock.h"
+#include "tests/testing/process.h"
+
+namespace mycel::identity {
+namespace {
+
+using testing::TempDir;
+
+ManualClock& Clock() {
+  static ManualClock* clock = new ManualClock(absl::Now());
+  return *clock;
+}
+
+struct TestNode {
+  explicit TestNode(std::string name,
+                    absl::Duration validity = pki::kDefaultNodeValidity,
+                    JoinLimiter::Options limits = {})
+      : name(std::move(name)) {
+    store = *store::Store::Open(dir.Sub("mycel.db"));
+    node = *MeshNode::Open({.state_dir = dir.path(),
+                            .node_name = this->name,
+                            .store = store.get(),
+                            .trust = &trust,
+                            .clock = &Clock(),
+                            .node_validity = validity,
+                            .join_limits = limits});
+  }
+  // Reopens the node from its directory and database, as a restart does.
+  void Restart() {
+    node.reset();
+    store.reset();
+    store = *store::Store::Open(dir.Sub("mycel.db"));
+    node = *MeshNode::Open({.state_dir = dir.path(),
+                            .node_name = name,
+                            .store = store.get(),
+                            .trust = &trust,
+                            .clock = &Clock()});
+  }
+
+  std::string name;
+  TempDir dir;
+  Trust trust;
+  std::unique_ptr<store::Store> store;
+  std::unique_ptr<MeshNode> node;
+};
+
+// The token's id and secret, as the joining node sends them.
+AdmitRequest Request(const std::string& token_text, const std::string& csr,
+                     const std::string& address = "127.0.0.1:7001") {
+  pki::JoinToken token = *pki::JoinToken::Parse(token_text);
+  return {.token_id = token.id(),
+          .secret = token.secret(),
+          .csr = csr,
+          .address = address,
+          .source = "10.0.0.9"};
+}
+
+// Joins `joiner` to `authority`'s mesh with a fresh token.
+absl::Status Join(TestNode& authority, TestNode& joiner, bool as_authority,
+                  bool token_allows_authority = false) {
+  auto token =
+      authority.node->CreateToken(absl::Hours(1), 1, token_allows_authority);
+  if (!token.ok()) return token.status();
+  auto prepared = joiner.node->PrepareJoin(authority.node->Status().mesh);
+  if (!prepared.ok()) return prepared.status();
+  AdmitRequest req = Request(token->first, prepared->second);
+  req.authority = as_authority;
+  absl::StatusOr<Admission> a = authority.node->Admit(req);
+  if (!a.ok()) return a.status();
+  return joiner.node->CompleteJoin(std::move(prepared->first), *a,
+                                   "127.0.0.1:7000");
+}
+
+TEST_CASE("a node joins with a token, and stays a member across a restart") {
+  TestNode a("a"), b("b");
+  REQUIRE(a.node->Init("test", "admin").ok());
+  REQUIRE(Join(a, b, false).ok());
+  MeshStatus s = b.node->Status();
+  CHECK(s.mesh == "test");
+  CHECK(s.spiffe_id == "spiffe://test/node/b");
+  CHECK_FALSE(s.authority);
+  CHECK(s.ca_fingerprint == a.node->Status().ca_fingerprint);
+  // The key was made by b and never left it: only b's directory holds it.
+  CHECK(ReadFile(b.dir.Sub("mesh/node.key")).ok());
+  CHECK_FALSE(ReadFile(b.dir.Sub("mesh/ca.key")).ok());
+  // Both sides recorded the other.
+  auto a_peers = *a.node->Peers();
+  REQUIRE(a_peers.size() == 1);
+  CHECK(a_peers[0].name == "b");
+  CHECK_FALSE(a_peers[0].authority);
+  auto b_peers = *b.node->Peers();
+  REQUIRE(b_peers.size() == 1);
+  CHECK(b_peers[0].name == "a");
+  CHECK(b_peers[0].authority);
+  // A restart keeps it all, without the token.
+  b.Restart();
+  CHECK(b.node->Status().mesh == "test");
+  CHECK(b.node->Credentials().has_value());
+  CHECK(b.trust.mesh() == "test");
+  // And it cannot join again.
+  CHECK(b.node->PrepareJoin("test").status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("bad tokens are refused and take no use") {
+  TestNode a("a"), b("b");
+  REQUIRE(a.node->Init("test", "admin").ok());
+  auto csr = *b.node->PrepareJoin("test");
+
+  SUBCASE("wrong secret") {
+    auto token = *a.node->CreateToken(absl::Hours(1), 1);
+    AdmitRequest req = Request(token.first, csr.second);
+    req.secret[0] ^= 1;
+    absl::Status s = a.node->Admit(req).status();
+    CHECK(s.code() == absl::StatusCode::kUnauthenticated);
+    CHECK(s.message().find("wrong secret") != absl::string_view::npos);
+    CHECK((*a.node->ListTokens())[0].uses_left == 1);
+  }
+  SUBCASE("revoked") {
+    auto token = *a.node->CreateToken(absl::Hours(1), 1);
+    REQUIRE(a.node->RevokeToken(token.second.id).ok());
+    absl::Status s = a.node->Admit(Request(token.first, csr.second)).status();
+    CHECK(s.code() == absl::StatusCode::kUnauthenticated);
+    CHECK(s.message().find("revoked") != absl::string_view::npos);
+  }
+  SUBCASE("expired") {
+    auto token = *a.node->CreateToken(absl::Seconds(30), 1);
+    Clock().Advance(absl::Seconds(31));
+    absl::Status s = a.node->Admit(Request(token.first, csr.second)).status();
+    CHECK(s.code() == absl::StatusCode::kUnauthenticated);
+    CHECK(s.message().find("expired") != absl::string_view::npos);
+  }
+  SUBCASE("used up") {
+    auto token = *a.node->CreateToken(absl::Hours(1), 1);
+    REQUIRE(a.node->Admit(Request(token.first, csr.second)).ok());
+    TestNode c("c");
+    auto csr_c = *c.node->PrepareJoin("test");
+    absl::Status s = a.node->Admit(Request(token.first, csr_c.second)).status();
+    CHECK(s.code() == absl::StatusCode::kUnauthenticated);
+    CHECK(s.message().find("used up") != absl::string_view::npos);
+  }
+  SUBCASE("a token of another mesh") {
+    TestNode other("o");
+    REQUIRE(other.node->Init("other", "admin").ok());
+    auto token = *other.node->CreateToken(absl::Hours(1), 1);
+    absl::Status s = a.node->Admit(Request(token.first, csr.second)).status();
+    CHECK(s.code() == absl::StatusCode::kUnauthenticated);
+    CHECK(s.message().find("is not known to node a") !=
+          absl::string_view::npos);
+  }
+  SUBCASE("a truncated secret") {
+    auto token = *a.node->CreateToken(absl::Hours(1), 1);
+    AdmitRequest req = Request(token.first, csr.second);
+    req.secret.resize(10);
+    CHECK(a.node->Admit(req).status().code() ==
+          absl::StatusCode::kInvalidArgument);
+  }
+  // b never got in.
+  CHECK(b.node->Status().mesh.empty());
+}
+
+TEST_CASE("bad CSRs are refused, and keep the token's use") {
+  TestNode a("a"), b("b");
+  REQUIRE(a.node->Init("test", "admin").ok());
+  auto token = *a.node->CreateToken(absl::Hours(1), 1);
+  auto csr = *b.node->PrepareJoin("test");
+  auto admit = [&](const std::string& pem) {
+    return a.node->Admit(Request(token.first, pem)).status();
+  };
+
+  SUBCASE("garbage") {
+    absl::Status s = admit("not a CSR at all");
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(s.message().find("csr") != absl::string_view::npos);
+  }
+  SUBCASE("truncated") {
+    absl::Status s = admit(csr.second.substr(0, csr.second.size() / 2));
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  }
+  SUBCASE("another node's name: the authority itself") {
+    TestNode impostor("a");
+    auto other = *impostor.node->PrepareJoin("test");
+    absl::Status s = admit(other.second);
+    CHECK(s.code() == absl::StatusCode::kAlreadyExists);
+    CHECK(s.message().find("node a is already a member") !=
+          absl::string_view::npos);
+  }
+  SUBCASE("a member's name") {
+    TestNode c("c");
+    REQUIRE(Join(a, c, false).ok());
+    TestNode impostor("c");
+    auto other = *impostor.node->PrepareJoin("test");
+    absl::Status s = admit(other.second);
+    CHECK(s.code() == absl::StatusCode::kAlreadyExists);
+  }
+  SUBCASE("a user identity") {
+    pki::PrivateKey key = *pki::PrivateKey::Generate();
+    auto id = *pki::SpiffeId::Create(pki::IdentityKind::kUser, "test", "eve");
+    std::string pem = *pki::CertificateRequest::Create(id, key)->ToPem();
+    absl::Status s = admit(pem);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(s.message().find("nodes only") != absl::string_view::npos);
+  }
+  SUBCASE("another mesh") {
+    auto other = *b.node->PrepareJoin("elsewhere");
+    CHECK(admit(other.second).code() == absl::StatusCode::kInvalidArgument);
+  }
+  SUBCASE("no address") {
+    AdmitRequest req = Request(token.first, csr.second, "");
+    absl::Status s = a.node->Admit(req).status();
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(s.message().find("address") != absl::string_view::npos);
+  }
+  std::vector<pki::StoredJoinToken> tokens = *a.node->ListTokens();
+  for (const pki::StoredJoinToken& t : tokens) {
+    if (t.id == token.second.id) CHECK(t.uses_left == 1);
+  }
+}
+
+TEST_CASE("authorities: only they admit, only with a token that allows it") {
+  TestNode a("a"), b("b"), c("c"), d("d");
+  REQUIRE(a.node->Init("test", "admin").ok());
+  // A plain token does not make an authority.
+  absl::Status s = Join(a, b, /*as_authority=*/true);
+  CHECK(s.code() == absl::StatusCode::kPermissionDenied);
+  CHECK(s.message().find("--authority") != absl::string_view::npos);
+  REQUIRE(Join(a, b, false).ok());
+  // b is not an authority: it admits no one, and names the one it knows.
+  s = b.node->CreateToken(absl::Hours(1), 1).status();
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  auto prepared = *c.node->PrepareJoin("test");
+  s = b.node
+          ->Admit(Request("mycel1.aaaaaa." + std::string(64, '0') + "." +
+                              std::string(64, '0'),
+                          prepared.second))
+          .status();
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(s.message().find("authorities it knows: a (127.0.0.1:7000)") !=
+        absl::string_view::npos);
+  // c joins as an authority and receives the CA key; d joins through c.
+  REQUIRE(Join(a, c, true, true).ok());
+  CHECK(c.node->Status().authority);
+  CHECK(ReadFile(c.dir.Sub("mesh/ca.key")).ok());
+  REQUIRE(Join(c, d, false).ok());
+  CHECK(d.node->Status().ca_fingerprint == a.node->Status().ca_fingerprint);
+}
+
+TEST_CASE("renewal: an authority signs a node's own name only") {
+  TestNode a("a"), b("b", absl::Hours(3));
+  REQUIRE(a.node->Init("test", "admin").ok());
+  REQUIRE(Join(a, b, false).ok());
+  absl::Time expires = b.node->Status().certificate_expires;
+  CHECK_FALSE(b.node->Rotation().due);
+  std::string csr = *b.node->RenewalCsr();
+  // b's CSR for another node's name is refused.
+  CHECK(a.node->RenewFor("c", csr).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  Clock().Advance(absl::Hours(24 * 21));
+  CHECK(b.node->Rotation().due);
+  std::string pem = *a.node->RenewFor("b", csr);
+  REQUIRE(b.node->InstallNodeCertificate(pem).ok());
+  CHECK(b.node->Status().certificate_expires > expires);
+  CHECK_FALSE(b.node->Rotation().due);
+  CHECK(*ReadFile(b.dir.Sub("mesh/node.crt")) == pem);
+  // A certificate for another key is not installed.
+  TestNode c("b");
+  auto other = *c.node->PrepareJoin("test");
+  std::string foreign = *a.node->RenewFor("b", other.second);
+  CHECK(b.node->InstallNodeCertificate(foreign).code() ==
+        absl::StatusCode::kInvalidArgument);
+  // An authority renews itself.
+  Clock().Advance(absl::Hours(24 * 21));
+  CHECK(a.node->Rotation().due);
+  REQUIRE(a.node->RenewSelf().ok());
+  CHECK_FALSE(a.node->Rotation().due);
+}
+
+TEST_CASE("revocation: authorities revoke, members take lists only from them") {
+  TestNode a("a"), b("b"), c("c");
+  REQUIRE(a.node->Init("test", "admin").ok());
+  REQUIRE(Join(a, b, false).ok());
+  REQUIRE(Join(a, c, false).ok());
+  // b is not an authority.
+  CHECK(b.node->Revoke("c", "").status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+  CHECK(a.node->Revoke("a", "").status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+  CHECK(a.node->Revoke("Bad Name", "node").status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(a.node->Revoke("c", "group").status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  pki::RevocationList list = *a.node->Revoke("c", "");
+  CHECK(list.IdentityRevokedAt(pki::IdentityKind::kNode, "c").has_value());
+  // From a (an authority b knows): taken, once.
+  CHECK(*b.node->MergeRevocations(list, "a"));
+  CHECK_FALSE(*b.node->MergeRevocations(list, "a"));
+  CHECK(b.trust.revocations()
+            .IdentityRevokedAt(pki::IdentityKind::kNode, "c")
+            .has_value());
+  // From c (not an authority): refused, and nothing changes.
+  pki::RevocationList forged;
+  REQUIRE(
+      forged.RevokeIdentity(pki::IdentityKind::kNode, "a", Clock().Now()).ok());
+  CHECK(b.node->MergeRevocations(forged, "c").status().code() ==
+        absl::StatusCode::kPermissionDenied);
+  CHECK_FALSE(b.trust.revocations()
+                  .IdentityRevokedAt(pki::IdentityKind::kNode, "a")
+                  .has_value());
+  // A serial: 16 or more hex digits.
+  std::string serial = (*a.node->Peers())[0].serial;
+  list = *a.node->Revoke(serial, "");
+  CHECK(list.SerialRevokedAt(serial).has_value());
+  // The list survives a restart.
+  b.Restart();
+  CHECK(b.trust.revocations()
+            .IdentityRevokedAt(pki::IdentityKind::kNode, "c")
+            .has_value());
+  // A revoked name may join again (with a new certificate).
+  TestNode c2("c");
+  Clock().Advance(absl::Seconds(2));
+  CHECK(Join(a, c2, false).ok());
+}
+
+TEST_CASE("join limiter: a source's failures are bounded, per source") {
+  JoinLimiter limiter({.burst = 3, .refill = absl::Seconds(10)});
+  absl::Time t = absl::UnixEpoch();
+  for (int i = 0; i < 3; ++i) {
+    CHECK(limiter.Check("10.0.0.1", t).ok());
+    limiter.RecordFailure("10.0.0.1", t);
+  }
+  absl::Status s = limiter.Check("10.0.0.1", t);
+  CHECK(s.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(s.message() == "too many failed joins from 10.0.0.1; retry in 10s");
+  CHECK(limiter.Check("10.0.0.2", t).ok());
+  CHECK(limiter.Check("10.0.0.1", t + absl::Seconds(10)).ok());
+  CHECK(SourceHost("ipv4:127.0.0.1:4711") == "127.0.0.1");
+  CHECK(SourceHost("ipv6:[::1]:4711") == "[::1]");
+}
+
+TEST_CASE("the limiter guards Admit: a right token is refused once exhausted") {
+  TestNode a("a", pki::kDefaultNodeValidity,
+             {.burst = 2, .refill = absl::Hours(1)});
+  TestNode b("b");
+  REQUIRE(a.node->Init("test", "admin").ok());
+  auto token = *a.node->CreateToken(absl::Hours(1), 1);
+  auto csr = *b.node->PrepareJoin("test");
+  AdmitRequest wrong = Request(token.first, csr.second);
+  wrong.secret[5] ^= 0x40;
+  CHECK(a.node->Admit(wrong).status().code() ==
+        absl::StatusCode::kUnauthenticated);
+  CHECK(a.node->Admit(wrong).status().code() ==
+        absl::StatusCode::kUnauthenticated);
+  CHECK(a.node->Admit(Request(token.first, csr.second)).status().code() ==
+        absl::StatusCode::kResourceExhausted);
+  AdmitRequest elsewhere = Request(token.first, csr.second);
+  elsewhere.source = "10.0.0.10";
+  CHECK(a.node->Admit(elsewhere).ok());
+}
+
+TEST_CASE("cert_lifetime: parsed, bounded, named in errors") {
+  mycel::v1::DaemonConfig config;
+  CHECK(*CertLifetime(config) == absl::Hours(720));
+  config.set_cert_lifetime("90s");
+  CHECK(*CertLifetime(config) == absl::Seconds(90));
+  for (const char* bad : {"5s", "9000h", "soon", "-1h"}) {
+    config.set_cert_lifetime(bad);
+    absl::Status s = CertLifetime(config).status();
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(s.message().find("cert_lifetime") != absl::string_view::npos);
+  }
+}
+
+}  // namespace
+}  // namespace mycel::identity
