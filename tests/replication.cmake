@@ -6,3 +6,9 @@ mycel_test(replication_store_test SRCS unit/mesh/replication_store_test.cc
 # (a few seconds of wall time).
 mycel_test(replication_sim_test SRCS unit/mesh/replication_sim_test.cc
   DEPS mycel_replication mycel_membership_sim mycel_testing TIMEOUT 300)
+
+# unit: the driver on a ManualClock with an in-process transport and a
+# state database per node.
+mycel_test(replication_driver_test
+  SRCS unit/mesh/replication_driver_test.cc
+  DEPS mycel_replication mycel_testing)

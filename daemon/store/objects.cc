@@ -264,6 +264,7 @@ absl::StatusOr<ObjectChange> ObjectStore::Write(
             RETURN_IF_ERROR(Upsert(tx, ns, key, change.value, stamp, owner));
             return SetVersion(tx, stamp.origin, stamp.seq);
           }));
+  if (listener_) listener_(change);
   return change;
 }
 

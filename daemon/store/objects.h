@@ -23,6 +23,7 @@
 #define MYCEL_DAEMON_STORE_OBJECTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -118,6 +119,13 @@ class ObjectStore {
   const std::string& origin() const { return store_->origin(); }
   const Options& options() const { return options_; }
 
+  // Called after each local Write commits, with the change, on the
+  // writer's thread (replication pushes it to peers). Set before the first
+  // write; it must not block.
+  void SetChangeListener(std::function<void(const ObjectChange&)> listener) {
+    listener_ = std::move(listener);
+  }
+
   // The owner of (ns, key): empty for a shared object. INVALID_ARGUMENT
   // for a node-owned namespace whose key names no node.
   static absl::StatusOr<std::string> OwnerOf(absl::string_view ns,
@@ -197,6 +205,7 @@ class ObjectStore {
 
   Store* const store_;
   const Options options_;
+  std::function<void(const ObjectChange&)> listener_;
 };
 
 }  // namespace mycel::store

@@ -1,0 +1,259 @@
+#include "mesh/replication/driver.h"
+
+#include <atomic>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/log.h"
+
+namespace mycel::replication {
+
+// Work runs on `strand_` under `mu_`, which the queries also take. Posted
+// handlers and timer callbacks hold a reference (the clock's and the
+// transport's only a weak one until posted), so the Core outlives whatever
+// is queued; once stopped, they do nothing.
+class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
+ public:
+  Core(ReplicationDriverOptions options, std::unique_ptr<Replicator> r)
+      : options_(std::move(options)),
+        strand_(boost::asio::make_strand(*options_.io)),
+        r_(std::move(r)) {}
+
+  void OnStrand(std::function<void(Core&)> fn,
+                std::function<void()> if_stopped = nullptr) {
+    boost::asio::post(strand_, [self = shared_from_this(), fn = std::move(fn),
+                                if_stopped = std::move(if_stopped)] {
+      absl::MutexLock lock(&self->mu_);
+      if (self->stopped_) {
+        if (if_stopped) if_stopped();
+        return;
+      }
+      fn(*self);
+      self->AfterCallLocked();
+    });
+  }
+
+  static std::function<void()> Later(std::weak_ptr<Core> weak,
+                                     std::function<void(Core&)> fn) {
+    return [weak = std::move(weak), fn = std::move(fn)] {
+      if (std::shared_ptr<Core> self = weak.lock()) self->OnStrand(fn);
+    };
+  }
+
+  void Deliver(std::string peer, std::string bytes) {
+    if (queued_.fetch_add(1) >= options_.max_queued_deliveries) {
+      queued_.fetch_sub(1);
+      deliveries_dropped_.fetch_add(1);
+      return;
+    }
+    OnStrand(
+        [peer = std::move(peer), bytes = std::move(bytes)](Core& c) {
+          c.mu_.AssertHeld();  // OnStrand holds it
+          c.queued_.fetch_sub(1);
+          ++c.stats_.messages_received;
+          v1::ReplicationMessage m;
+          if (bytes.size() > c.options_.max_message_bytes ||
+              !m.ParseFromString(bytes)) {
+            ++c.stats_.messages_rejected;
+            log::Debug("replication: undecodable message", {{"peer", peer}});
+            return;
+          }
+          absl::Status s =
+              c.r_->HandleMessage(peer, m, c.options_.clock->Now());
+          if (!s.ok()) {
+            ++c.stats_.messages_rejected;
+            log::Debug("replication: message refused",
+                       {{"peer", peer}, {"status", s}});
+          }
+        },
+        [this] { queued_.fetch_sub(1); });
+  }
+
+  void OnLocalChange(store::ObjectChange change) {
+    OnStrand([change = std::move(change)](Core& c) {
+      c.mu_.AssertHeld();  // OnStrand holds it
+      c.r_->OnLocalChange(change, c.options_.clock->Now());
+    });
+  }
+
+  void SetMembers(std::vector<ReplicationPeer> live,
+                  std::vector<std::string> away) {
+    OnStrand([live = std::move(live), away = std::move(away)](Core& c) {
+      c.mu_.AssertHeld();  // OnStrand holds it
+      std::vector<std::string> names;
+      c.addresses_.clear();
+      for (const ReplicationPeer& p : live) {
+        names.push_back(p.name);
+        c.addresses_[p.name] = p.address;
+      }
+      c.r_->SetMembers(std::move(names), away, c.options_.clock->Now());
+    });
+  }
+
+  ReplicationDriverStats Stats() const {
+    absl::MutexLock lock(&mu_);
+    ReplicationDriverStats s = stats_;
+    s.replicator = r_->stats();
+    s.deliveries_dropped = deliveries_dropped_.load();
+    return s;
+  }
+
+  store::VersionVector Versions() const {
+    absl::MutexLock lock(&mu_);
+    return r_->versions();
+  }
+
+  std::vector<PeerLag> Lag() const {
+    absl::MutexLock lock(&mu_);
+    std::vector<PeerLag> out;
+    const store::VersionVector& mine = r_->versions();
+    for (const auto& [name, address] : addresses_) {
+      PeerLag lag;
+      lag.name = name;
+      auto it = r_->peer_versions().find(name);
+      if (it != r_->peer_versions().end()) {
+        lag.known = true;
+        for (const auto& [origin, seq] : mine) {
+          auto theirs = it->second.find(origin);
+          int64_t held = theirs == it->second.end() ? 0 : theirs->second;
+          if (seq > held) lag.changes_behind += seq - held;
+        }
+      }
+      out.push_back(std::move(lag));
+    }
+    std::sort(out.begin(), out.end(), [](const PeerLag& a, const PeerLag& b) {
+      return a.name < b.name;
+    });
+    return out;
+  }
+
+  void Stop() {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+  }
+
+  void Kick() {
+    OnStrand([](Core&) {});
+  }
+
+ private:
+  void AfterCallLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (Outbound& out : r_->TakeOutbox()) SendLocked(std::move(out));
+    ArmLocked();
+  }
+
+  void SendLocked(Outbound out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto addr = addresses_.find(out.to);
+    if (addr == addresses_.end() || addr->second.empty()) {
+      ++stats_.send_drops;
+      return;
+    }
+    int& in_flight = in_flight_[out.to];
+    if (in_flight >= options_.max_in_flight_per_peer) {
+      ++stats_.send_drops;
+      return;
+    }
+    std::string bytes = out.message.SerializeAsString();
+    if (bytes.size() > options_.max_message_bytes) {
+      ++stats_.send_drops;
+      log::Warn(
+          "replication: outgoing message too large, dropped",
+          {{"to", out.to}, {"bytes", static_cast<uint64_t>(bytes.size())}});
+      return;
+    }
+    ++in_flight;
+    ++stats_.messages_sent;
+    stats_.bytes_sent += bytes.size();
+    std::weak_ptr<Core> weak = weak_from_this();
+    options_.transport->Send(
+        out.to, addr->second, std::move(bytes),
+        [weak, peer = out.to](absl::Status s) {
+          if (std::shared_ptr<Core> self = weak.lock()) {
+            self->OnStrand([peer, s](Core& c) {
+              c.mu_.AssertHeld();  // OnStrand holds it
+              auto it = c.in_flight_.find(peer);
+              if (it != c.in_flight_.end() && --it->second <= 0) {
+                c.in_flight_.erase(it);
+              }
+              if (!s.ok()) ++c.stats_.send_failures;
+            });
+          }
+        });
+  }
+
+  // One timer, at NextDeadline(); a timer an earlier one replaced finds a
+  // stale id and does nothing.
+  void ArmLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Time next = r_->NextDeadline();
+    if (next == absl::InfiniteFuture()) return;
+    if (timer_armed_ && next >= armed_at_) return;
+    timer_armed_ = true;
+    armed_at_ = next;
+    const uint64_t id = ++timer_id_;
+    options_.clock->RunAfter(next - options_.clock->Now(),
+                             Later(weak_from_this(), [id](Core& c) {
+                               c.mu_.AssertHeld();  // OnStrand holds it
+                               if (id != c.timer_id_) return;
+                               c.timer_armed_ = false;
+                               c.r_->Tick(c.options_.clock->Now());
+                             }));
+  }
+
+  const ReplicationDriverOptions options_;
+  boost::asio::strand<boost::asio::io_context::executor_type> strand_;
+  std::atomic<int> queued_{0};
+  std::atomic<uint64_t> deliveries_dropped_{0};
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<Replicator> r_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  ReplicationDriverStats stats_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::string> addresses_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int> in_flight_ ABSL_GUARDED_BY(mu_);
+  bool timer_armed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time armed_at_ ABSL_GUARDED_BY(mu_);
+  uint64_t timer_id_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+absl::StatusOr<std::unique_ptr<ReplicationDriver>> ReplicationDriver::Start(
+    ReplicationDriverOptions options) {
+  if (options.clock == nullptr || options.io == nullptr ||
+      options.transport == nullptr || options.log == nullptr) {
+    return absl::InvalidArgumentError(
+        "replication driver: clock, io, transport and log are required");
+  }
+  absl::StatusOr<std::unique_ptr<Replicator>> r =
+      Replicator::Create(options.replicator, options.log, options.clock->Now());
+  if (!r.ok()) return r.status();
+  auto core = std::make_shared<Core>(std::move(options), *std::move(r));
+  core->Kick();
+  return std::unique_ptr<ReplicationDriver>(
+      new ReplicationDriver(std::move(core)));
+}
+
+ReplicationDriver::~ReplicationDriver() { Stop(); }
+
+void ReplicationDriver::OnLocalChange(store::ObjectChange change) {
+  core_->OnLocalChange(std::move(change));
+}
+void ReplicationDriver::Deliver(std::string peer, std::string bytes) {
+  core_->Deliver(std::move(peer), std::move(bytes));
+}
+void ReplicationDriver::SetMembers(std::vector<ReplicationPeer> live,
+                                   std::vector<std::string> away) {
+  core_->SetMembers(std::move(live), std::move(away));
+}
+ReplicationDriverStats ReplicationDriver::Stats() const {
+  return core_->Stats();
+}
+store::VersionVector ReplicationDriver::Versions() const {
+  return core_->Versions();
+}
+std::vector<PeerLag> ReplicationDriver::Lag() const { return core_->Lag(); }
+void ReplicationDriver::Stop() { core_->Stop(); }
+
+}  // namespace mycel::replication
