@@ -1,17 +1,22 @@
-// mycel mesh init | info | join | revoke | revocations | peers |
-//   token create|ls|revoke | user add
+// mycel mesh init | info | join | revoke | revocations | peers | members |
+//   leave | token create|ls|revoke | user add
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "cli/call.h"
 #include "cli/cli.h"
 #include "cli/cli_config.h"
+#include "cli/flags.h"
 #include "google/protobuf/util/time_util.h"
+#include "mycel/v1/membership.grpc.pb.h"
 #include "mycel/v1/mesh.grpc.pb.h"
 #include "runtime/fs.h"
 
@@ -99,6 +104,87 @@ int Info(Context& ctx, const std::vector<std::string>& args) {
         });
         return kExitOk;
       });
+}
+
+// "alive", "suspect", "dead", "left".
+std::string StateName(mycel::v1::MemberState state) {
+  switch (state) {
+    case mycel::v1::MEMBER_STATE_ALIVE:
+      return "alive";
+    case mycel::v1::MEMBER_STATE_SUSPECT:
+      return "suspect";
+    case mycel::v1::MEMBER_STATE_DEAD:
+      return "dead";
+    case mycel::v1::MEMBER_STATE_LEFT:
+      return "left";
+    default:
+      return "?";
+  }
+}
+
+// "3s ago", "-" when never.
+std::string Ago(const mycel::v1::Member& m, absl::Time now) {
+  if (!m.has_last_heard()) return "-";
+  absl::Time t = absl::FromUnixSeconds(m.last_heard().seconds()) +
+                 absl::Nanoseconds(m.last_heard().nanos());
+  absl::Duration d = absl::Trunc(now - t, absl::Milliseconds(100));
+  if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
+  return absl::StrCat(absl::FormatDuration(d), " ago");
+}
+
+int Members(Context& ctx, const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    fprintf(stderr, "mycel mesh members: unexpected argument \"%s\"\n",
+            args[0].c_str());
+    return kExitUsage;
+  }
+  return CallAndPrint(
+      ctx, &mycel::v1::Membership::Stub::ListMembers,
+      mycel::v1::ListMembersRequest(),
+      [](const mycel::v1::ListMembersResponse& r) {
+        const absl::Time now = absl::Now();
+        std::vector<std::vector<std::string>> rows;
+        for (const mycel::v1::Member& m : r.members()) {
+          std::vector<std::string> labels;
+          for (const auto& [k, v] : m.labels()) {
+            labels.push_back(absl::StrCat(k, "=", v));
+          }
+          std::sort(labels.begin(), labels.end());
+          rows.push_back(
+              {m.self() ? absl::StrCat(m.name(), " (self)") : m.name(),
+               m.addresses().empty() ? "-" : m.addresses(0),
+               StateName(m.state()), absl::StrCat(m.incarnation()),
+               labels.empty() ? "-" : absl::StrJoin(labels, ","),
+               m.self() ? "-" : Ago(m, now)});
+        }
+        PrintTable(
+            {"NAME", "ADDRESS", "STATE", "INCARNATION", "LABELS", "LAST HEARD"},
+            rows);
+        return kExitOk;
+      });
+}
+
+int Leave(Context& ctx, const std::vector<std::string>& args) {
+  auto parsed = ParseArgs(args, {"--wait"}, {});
+  if (!parsed.ok()) return Usage("leave", parsed.status());
+  if (!parsed->positional.empty()) {
+    fprintf(stderr, "mycel mesh leave: unexpected argument \"%s\"\n",
+            parsed->positional[0].c_str());
+    return kExitUsage;
+  }
+  mycel::v1::LeaveRequest req;
+  if (parsed->has("--wait")) {
+    absl::StatusOr<absl::Duration> wait =
+        ParseDurationFlag("--wait", parsed->get("--wait"));
+    if (!wait.ok()) return Usage("leave", wait.status());
+    if (*wait <= absl::ZeroDuration() || *wait > absl::Minutes(1)) {
+      return Usage("leave", absl::InvalidArgumentError(
+                                "--wait: want a duration from 1ms to 1m"));
+    }
+    req.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(*wait)));
+  }
+  mycel::v1::LeaveResponse resp;
+  return Call(ctx, &mycel::v1::Membership::Stub::Leave, req, &resp);
 }
 
 int TokenCreate(Context& ctx, const std::vector<std::string>& args) {
@@ -376,6 +462,17 @@ constexpr Command kCommands[] = {
      Revocations},
     {"peers", "", "list the nodes this node admitted or joined through", "",
      Peers},
+    {"members", "", "list the members of the mesh as this node sees them",
+     "NAME, ADDRESS, STATE (alive, suspect, dead, left), INCARNATION (grows\n"
+     "with every restart or change of the member), LABELS and LAST HEARD\n"
+     "(the last message this node had from it directly). -o json prints\n"
+     "every field.\n",
+     Members},
+    {"leave", "[--wait 5s]", "leave the mesh gracefully",
+     "Gossips a signed leaving record for up to --wait (default 5s), then\n"
+     "this node stops gossiping until myceld restarts; the others mark it\n"
+     "left rather than dead.\n",
+     Leave},
     {"token", "create|ls|revoke ...", "join tokens", "", Token},
     {"user", "add ...", "users of the mesh", "", User},
 };

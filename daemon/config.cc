@@ -175,16 +175,36 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
         absl::StrCat("socket: path is ", config.socket().size(),
                      " bytes; a unix socket path must be shorter than 108"));
   }
-  if (!config.listen().empty()) {
-    absl::string_view hp = config.listen();
+  // `field`: HOST:PORT, a port in 0..65535 (1..65535 with `nonzero`).
+  auto host_port = [](absl::string_view field, absl::string_view hp,
+                      bool nonzero) -> absl::Status {
     size_t colon = hp.rfind(':');
     int port = -1;
     if (colon == absl::string_view::npos || colon == 0 ||
         !absl::SimpleAtoi(hp.substr(colon + 1), &port) || port < 0 ||
-        port > 65535) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "listen: want HOST:PORT with a port in 0..65535, got \"", hp, "\""));
+        port > 65535 || (nonzero && port == 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": want HOST:PORT with a port in ",
+                       nonzero ? "1" : "0", "..65535, got \"", hp, "\""));
     }
+    return absl::OkStatus();
+  };
+  if (!config.listen().empty()) {
+    RETURN_IF_ERROR(host_port("listen", config.listen(), false));
+  }
+  // Port 0 (the default with --listen HOST:0) advertises the bound port.
+  if (!config.advertise().empty()) {
+    RETURN_IF_ERROR(host_port("advertise", config.advertise(), false));
+  }
+  for (const std::string& seed : config.seeds()) {
+    RETURN_IF_ERROR(host_port("seeds", seed, true));
+  }
+  if (!config.membership_profile().empty() &&
+      config.membership_profile() != "lan" &&
+      config.membership_profile() != "wan") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("membership_profile: want lan or wan, got \"",
+                     config.membership_profile(), "\""));
   }
   RETURN_IF_ERROR(CertLifetime(config).status());
   if (!config.cgroup_subtree().empty()) {

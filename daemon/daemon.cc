@@ -11,6 +11,7 @@
 #include <future>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -199,6 +200,7 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
   set->node = std::make_unique<NodeService>(std::move(params));
   set->cells = std::make_unique<CellsService>(manager, &io_);
   set->executables = std::make_unique<ExecutablesService>(manager, &io_);
+  set->membership = std::make_unique<MembershipService>(&membership_);
   if (mesh_ != nullptr) {
     set->mesh = std::make_unique<MeshService>(
         mesh_.get(), authz, config_.listen(), [this] {
@@ -265,6 +267,7 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
     tcp_serving_ = true;
   }
   ASSIGN_OR_RETURN(server_, ApiServer::Start(&io_, std::move(endpoints)));
+  if (tcp_serving_ && safe_mode.empty()) StartMembership(server_->port("tcp"));
   absl::Duration start_to_ready = BootClockNow() - boot_to_start_;
   for (auto& set : services_) set->node->SetStartToReady(start_to_ready);
 
@@ -319,6 +322,8 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
   ASSIGN_OR_RETURN(ListeningSocket tcp, ListenTcp(config_.listen()));
   services_.push_back(
       MakeServices(host, schema_version, safe_mode, tcp_authz_.get()));
+  services_.back()->gossip =
+      std::make_unique<GossipService>(tcp_authz_.get(), &membership_);
   ApiServer::Endpoint e;
   e.name = "tcp";
   e.socket = std::move(tcp);
@@ -356,9 +361,51 @@ void Daemon::OnMeshJoined() {
   }
   mesh_server_ = *std::move(server);
   tcp_serving_ = true;
+  StartMembership(mesh_server_->port("tcp"));
   log::Info(
       "serving the mesh over TCP",
       {{"listen", config_.listen()}, {"tcp_port", mesh_server_->port("tcp")}});
+}
+
+void Daemon::StartMembership(int tcp_port) {
+  membership::NodeMembership::Options o;
+  o.name = config_.node_name();
+  o.profile = config_.membership_profile();
+  o.advertise = config_.advertise();
+  if (absl::EndsWith(o.advertise, ":0") && tcp_port > 0) {
+    o.advertise =
+        absl::StrCat(o.advertise.substr(0, o.advertise.size() - 1), tcp_port);
+  }
+  o.seeds.assign(config_.seeds().begin(), config_.seeds().end());
+  // A node that joined with `mycel mesh join` knows the authority it
+  // joined through (and those it admitted): they are seeds too, so that a
+  // join needs no --seed.
+  if (mesh_ != nullptr) {
+    absl::StatusOr<std::vector<identity::PeerRow>> peers = mesh_->Peers();
+    if (peers.ok()) {
+      for (const identity::PeerRow& p : *peers) {
+        if (!p.address.empty()) o.seeds.push_back(p.address);
+      }
+    }
+  }
+  if (!config_.tls_cert().empty()) {
+    o.ca_file = config_.tls_ca();
+    o.cert_file = config_.tls_cert();
+    o.key_file = config_.tls_key();
+  } else {
+    const std::string dir = mesh_->dir();
+    o.ca_file = dir + "/ca.crt";
+    o.cert_file = dir + "/node.crt";
+    o.key_file = dir + "/node.key";
+  }
+  o.refresh = identity::RefreshIntervalFor(
+      mesh_ != nullptr ? mesh_->node_validity() : pki::kDefaultNodeValidity);
+  o.trust = &trust_;
+  o.clock = &clock_;
+  o.io = &io_;
+  o.store = store_.get();
+  absl::Status s = membership_.Start(std::move(o));
+  if (!s.ok()) log::Error("membership not started", {{"error", s}});
 }
 
 std::string Daemon::CgroupSubtree() const {
@@ -579,6 +626,9 @@ void Daemon::Stop() {
   // running meanwhile; the shutdown runs on a thread of its own and stops
   // the loop when it is done.
   stopper_ = std::thread([this] {
+    // Peers see this node stop answering, as after a crash; a graceful
+    // departure is `mycel mesh leave`.
+    membership_.Stop();
     if (mesh_server_ != nullptr) {
       mesh_server_->Shutdown(std::chrono::seconds(5));
     }

@@ -15,6 +15,8 @@
 #include "daemon/init/pid1.h"
 #include "daemon/server/api_server.h"
 #include "daemon/server/cells_service.h"
+#include "daemon/server/gossip_service.h"
+#include "daemon/server/membership_service.h"
 #include "daemon/server/mesh_service.h"
 #include "daemon/server/node_service.h"
 #include "daemon/store/store.h"
@@ -22,6 +24,7 @@
 #include "mesh/identity/mesh_node.h"
 #include "mesh/identity/peer_calls.h"
 #include "mesh/identity/trust.h"
+#include "mesh/membership/node_membership.h"
 #include "mycel/v1/config.pb.h"
 #include "runtime/asio_clock.h"
 #include "runtime/host_info.h"
@@ -69,10 +72,14 @@ class Daemon {
     std::unique_ptr<CellsService> cells;
     std::unique_ptr<ExecutablesService> executables;
     std::unique_ptr<MeshService> mesh;  // null in safe mode
+    std::unique_ptr<MembershipService> membership;
+    std::unique_ptr<GossipService> gossip;  // the TCP endpoint's only
     std::vector<grpc::Service*> all() const {
       std::vector<grpc::Service*> out = {node.get(), cells.get(),
                                          executables.get()};
       if (mesh != nullptr) out.push_back(mesh.get());
+      if (membership != nullptr) out.push_back(membership.get());
+      if (gossip != nullptr) out.push_back(gossip.get());
       return out;
     }
   };
@@ -93,6 +100,10 @@ class Daemon {
   void OnMeshJoined();
   // Starts renewing the node certificate, once the node is in a mesh.
   void StartRotation();
+  // Starts membership once TCP is served on `tcp_port` (the bound port,
+  // advertised when --advertise says port 0) with mesh credentials; a
+  // failure is logged, and the API keeps serving without membership.
+  void StartMembership(int tcp_port);
   std::string CgroupSubtree() const;
   void StartCells(const HostInfo& host);
   void ArmSignals();
@@ -126,6 +137,9 @@ class Daemon {
   // Renews the node certificate at two thirds of its life (started once
   // the node is in a mesh).
   std::unique_ptr<identity::CertificateRotator> rotator_;
+  // Before the services and servers that call into it, so it outlives
+  // them.
+  membership::NodeMembership membership_;
   std::vector<std::unique_ptr<ServiceSet>> services_;
   std::unique_ptr<ApiServer> server_;
   // The TCP listener started after the node entered a mesh (see

@@ -1,0 +1,61 @@
+// The real AliveSigner and AliveVerifier (signing.h): ECDSA P-256 with the
+// node key of the mesh, and the node certificate carried in the record,
+// verified against identity::Trust (the mesh CA, validity, revocation).
+// fake_signer.h has the cheap stand-ins the simulator uses.
+#ifndef MYCEL_MESH_MEMBERSHIP_PKI_SIGNER_H_
+#define MYCEL_MESH_MEMBERSHIP_PKI_SIGNER_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "mesh/identity/trust.h"
+#include "mesh/membership/signing.h"
+#include "runtime/clock.h"
+
+namespace mycel::membership {
+
+// Signs this node's records with the key of `key_file` and attaches the
+// certificate of `cert_file` (both PEM, as gen-pki.sh and the mesh layer
+// write them). The files are read on every Sign, which is rare (start, a
+// refutation, a meta change, a leave), so a rotated certificate is used
+// from the next record on. Thread-compatible (the state machine calls it
+// from its strand).
+class PkiSigner final : public AliveSigner {
+ public:
+  PkiSigner(std::string cert_file, std::string key_file)
+      : cert_file_(std::move(cert_file)), key_file_(std::move(key_file)) {}
+  // The files' errors (naming the file); INVALID_ARGUMENT when the key does
+  // not belong to the certificate, which would make every record refused.
+  absl::Status Sign(Alive* alive) override;
+
+ private:
+  std::string cert_file_;
+  std::string key_file_;
+};
+
+// Signs with PEM held in memory (tests; no rotation).
+absl::Status SignAlive(absl::string_view cert_pem, absl::string_view key_pem,
+                       Alive* alive);
+
+// Accepts a record whose certificate is a node certificate that `trust`
+// accepts at clock->Now() (chain to the mesh CA, validity of both, usages,
+// revocation), whose node name is the record's name, and whose key made
+// the signature. Errors: UNAUTHENTICATED for the certificate (the reason
+// from Trust), PERMISSION_DENIED for a user certificate or a name that is
+// not the record's, INVALID_ARGUMENT for a bad signature. Thread-safe;
+// `trust` and `clock` must outlive it.
+class PkiVerifier final : public AliveVerifier {
+ public:
+  PkiVerifier(const identity::Trust* trust, const Clock* clock)
+      : trust_(trust), clock_(clock) {}
+  absl::StatusOr<std::string> Verify(const Alive& alive) override;
+
+ private:
+  const identity::Trust* const trust_;
+  const Clock* const clock_;
+};
+
+}  // namespace mycel::membership
+
+#endif  // MYCEL_MESH_MEMBERSHIP_PKI_SIGNER_H_

@@ -1,0 +1,325 @@
+// Five real myceld, each in its own network namespace on one bridge (the
+// bridge lives in a sixth, "hub" namespace, so that nothing is added to the
+// host's own network and its firewall never sees the traffic), each with a
+// node certificate from packaging/gen-pki.sh under one CA. Asserts what an
+// operator relies on, through `mycel mesh members -o json`:
+//   - all five see five alive, within a bound;
+//   - a node killed with SIGKILL is declared dead by the four others within
+//     the bound the LAN profile implies;
+//   - restarted, it is alive again everywhere, at a higher incarnation;
+//   - a partition (its link down) and its end heal without a manual join.
+// Needs root and `ip netns`; skipped with the reason otherwise.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "google/protobuf/util/json_util.h"
+#include "mycel/v1/membership.pb.h"
+#include "tests/testing/process.h"
+#include "tests/testing/requires.h"
+
+namespace mycel {
+namespace {
+
+constexpr int kNodes = 5;
+constexpr int kPort = 7946;
+constexpr char kIp[] = "/usr/sbin/ip";
+constexpr char kNsenter[] = "/usr/bin/nsenter";
+
+// The LAN profile (mesh/membership/config.h): probe every second; the
+// suspicion timeout is at least 4 * max(1, log10(5)) * 1 s = 4 s and at most
+// six times that, 24 s. A crashed node is probed by someone within a probe
+// round (n - 1 = 4 intervals), the probe times out (0.5 s), and the
+// declaration spreads by gossip (200 ms rounds): 4 + 0.5 + 24 + 1.5 s.
+constexpr absl::Duration kDeathBound = absl::Seconds(30);
+// Joining is one push-pull with the seed plus gossip rounds.
+constexpr absl::Duration kJoinBound = absl::Seconds(20);
+// After a partition ends, a dead member is retried every reconnect
+// interval (10 s, backing off per failure) by the others, and the
+// partitioned node, knowing no live member, retries its seeds and members:
+// a few intervals.
+constexpr absl::Duration kHealBound = absl::Seconds(60);
+
+std::string NetnsUnavailable() {
+  if (geteuid() != 0) return "needs root to create network namespaces";
+  if (access(kIp, X_OK) != 0) return absl::StrCat(kIp, " is not installed");
+  if (access(kNsenter, X_OK) != 0) {
+    return absl::StrCat(kNsenter, " is not installed");
+  }
+  const std::string probe = absl::StrCat("mycel-probe-", getpid());
+  testing::CommandResult add = testing::Run({kIp, "netns", "add", probe});
+  if (add.exit_code != 0) {
+    return absl::StrCat("`ip netns add` fails: ", add.err);
+  }
+  testing::Run({kIp, "netns", "del", probe});
+  return "";
+}
+MYCEL_TEST_REQUIRES(NetnsUnavailable());
+
+// Runs argv; fails the test with its stderr when it fails.
+void Must(const std::vector<std::string>& argv) {
+  testing::CommandResult r = testing::Run(argv);
+  REQUIRE_MESSAGE(r.exit_code == 0, absl::StrJoin(argv, " "), ": ", r.err);
+}
+
+// The namespaces, the bridge and the veth pairs; all removed on
+// destruction (deleting a namespace deletes its interfaces).
+class Network {
+ public:
+  Network() : prefix_(absl::StrCat("mycel", getpid())) {
+    Must({kIp, "netns", "add", hub()});
+    namespaces_.push_back(hub());
+    Must({kIp, "-n", hub(), "link", "add", "br0", "type", "bridge"});
+    Must({kIp, "-n", hub(), "link", "set", "br0", "up"});
+    for (int i = 1; i <= kNodes; ++i) {
+      Must({kIp, "netns", "add", ns(i)});
+      namespaces_.push_back(ns(i));
+      Must({kIp, "-n", hub(), "link", "add", veth(i), "type", "veth", "peer",
+            "name", "eth0", "netns", ns(i)});
+      Must({kIp, "-n", hub(), "link", "set", veth(i), "master", "br0"});
+      Must({kIp, "-n", hub(), "link", "set", veth(i), "up"});
+      Must({kIp, "-n", ns(i), "addr", "add", absl::StrCat(ip(i), "/24"), "dev",
+            "eth0"});
+      Must({kIp, "-n", ns(i), "link", "set", "eth0", "up"});
+      Must({kIp, "-n", ns(i), "link", "set", "lo", "up"});
+    }
+  }
+  ~Network() {
+    for (const std::string& n : namespaces_) {
+      testing::Run({kIp, "netns", "del", n});
+    }
+  }
+
+  std::string hub() const { return prefix_ + "-hub"; }
+  std::string ns(int i) const { return absl::StrCat(prefix_, "-n", i); }
+  static std::string veth(int i) { return absl::StrCat("h", i); }
+  static std::string ip(int i) { return absl::StrCat("10.213.0.", i); }
+  static std::string address(int i) { return absl::StrCat(ip(i), ":", kPort); }
+  // Takes node i's link off the bridge, or puts it back.
+  void SetLink(int i, bool up) {
+    Must({kIp, "-n", hub(), "link", "set", veth(i), up ? "up" : "down"});
+  }
+
+ private:
+  std::string prefix_;
+  std::vector<std::string> namespaces_;
+};
+
+std::string NodeName(int i) { return absl::StrCat("node", i); }
+
+// One node's PKI, as gen-pki.sh writes it, under one CA for all.
+void MakePki(const std::string& dir) {
+  const std::string script =
+      std::string(MYCEL_SOURCE_DIR) + "/packaging/gen-pki.sh";
+  for (int i = 1; i <= kNodes; ++i) {
+    const std::string out = absl::StrCat(dir, "/", NodeName(i));
+    if (i > 1) {
+      // gen-pki.sh keeps an existing CA and issues under it.
+      Must({"/bin/mkdir", "-p", out});
+      Must({"/bin/cp", dir + "/node1/ca.crt", dir + "/node1/ca.key", out});
+    }
+    // An empty SAN list: a node certificate names nothing but its SPIFFE
+    // ID, or its peers refuse it as a client (and membership would not
+    // start).
+    testing::CommandResult r =
+        testing::Shell(absl::StrCat("MYCEL_MESH=e2e MYCEL_NODE=", NodeName(i),
+                                    " ", script, " ", out, " ''"));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  }
+}
+
+std::unique_ptr<testing::DaemonProcess> MakeDaemon(const Network& net,
+                                                   const std::string& root,
+                                                   int i) {
+  const std::string pki = absl::StrCat(root, "/pki/", NodeName(i));
+  const std::string dir = absl::StrCat(root, "/", NodeName(i));
+  Must({"/bin/mkdir", "-p", dir});
+  // Seeds are a file setting; node1 seeds through node2, the rest through
+  // node1.
+  const std::string config = dir + "/config.json";
+  const int seed = i == 1 ? 2 : 1;
+  REQUIRE(
+      testing::Shell(absl::StrCat("echo '{\"seeds\": [\"",
+                                  Network::address(seed), "\"]}' > ", config))
+          .exit_code == 0);
+  auto d = std::make_unique<testing::DaemonProcess>(
+      dir, std::vector<std::string>{
+               "--config", config, "--node-name", NodeName(i), "--listen",
+               Network::address(i), "--tls-cert", pki + "/server.crt",
+               "--tls-key", pki + "/server.key", "--tls-ca", pki + "/ca.crt",
+               "--cell-pool", "0"});
+  d->set_wrapper(
+      {kNsenter, absl::StrCat("--net=/run/netns/", net.ns(i)), "--"});
+  return d;
+}
+
+// `mycel mesh members -o json` on `d`, parsed; nullopt when it fails.
+std::optional<std::map<std::string, mycel::v1::Member>> Members(
+    const testing::DaemonProcess& d) {
+  testing::CommandResult r = d.Cli({"-o", "json", "mesh", "members"});
+  if (r.exit_code != 0) return std::nullopt;
+  mycel::v1::ListMembersResponse resp;
+  if (!google::protobuf::util::JsonStringToMessage(r.out, &resp).ok()) {
+    return std::nullopt;
+  }
+  std::map<std::string, mycel::v1::Member> out;
+  for (const auto& m : resp.members()) out[m.name()] = m;
+  return out;
+}
+
+// Polls `done` every 250 ms; the time it took, or nullopt at `limit`.
+std::optional<absl::Duration> WaitFor(const std::function<bool()>& done,
+                                      absl::Duration limit) {
+  const absl::Time start = absl::Now();
+  while (absl::Now() - start < limit) {
+    if (done()) return absl::Now() - start;
+    absl::SleepFor(absl::Milliseconds(250));
+  }
+  return std::nullopt;
+}
+
+// Whether `d` sees every node of `nodes` in `state`.
+bool Sees(const testing::DaemonProcess& d, const std::vector<int>& nodes,
+          mycel::v1::MemberState state) {
+  auto members = Members(d);
+  if (!members.has_value()) return false;
+  for (int i : nodes) {
+    auto it = members->find(NodeName(i));
+    if (it == members->end() || it->second.state() != state) return false;
+  }
+  return true;
+}
+
+std::string Describe(
+    const std::vector<std::unique_ptr<testing::DaemonProcess>>& daemons) {
+  std::string out;
+  for (size_t i = 0; i < daemons.size(); ++i) {
+    if (daemons[i] == nullptr) continue;
+    testing::CommandResult r = daemons[i]->Cli({"mesh", "members"});
+    absl::StrAppend(&out, "--- ", NodeName(int(i) + 1), " (exit ", r.exit_code,
+                    ")\n", r.out, r.err);
+  }
+  return out;
+}
+
+TEST_CASE(
+    "five myceld in network namespaces: join, crash, restart, partition") {
+  testing::TempDir root;
+  Network net;
+  MakePki(root.Sub("pki"));
+  std::vector<std::unique_ptr<testing::DaemonProcess>> d(kNodes);
+  for (int i = 1; i <= kNodes; ++i) {
+    d[i - 1] = MakeDaemon(net, root.path(), i);
+    REQUIRE_MESSAGE(d[i - 1]->Start(), d[i - 1]->Log());
+  }
+  const std::vector<int> all = {1, 2, 3, 4, 5};
+
+  // 1. Everyone sees five alive.
+  std::optional<absl::Duration> joined = WaitFor(
+      [&] {
+        for (auto& x : d) {
+          if (!Sees(*x, all, mycel::v1::MEMBER_STATE_ALIVE)) return false;
+        }
+        return true;
+      },
+      kJoinBound);
+  REQUIRE_MESSAGE(joined.has_value(), Describe(d));
+  MESSAGE("5 nodes converged (all alive everywhere) in ",
+          absl::FormatDuration(*joined));
+
+  // The JSON every field of which a script may use.
+  testing::CommandResult json = d[0]->Cli({"-o", "json", "mesh", "members"});
+  REQUIRE(json.exit_code == 0);
+  for (const char* field :
+       {"\"name\"", "\"addresses\"", "\"state\"", "\"incarnation\"",
+        "\"labels\"", "\"last_heard\"", "\"self\"", "\"MEMBER_STATE_ALIVE\""}) {
+    CHECK_MESSAGE(json.out.find(field) != std::string::npos, field);
+  }
+  auto seen = Members(*d[0]);
+  REQUIRE(seen.has_value());
+  REQUIRE(seen->size() == kNodes);
+  for (int i = 1; i <= kNodes; ++i) {
+    const mycel::v1::Member& m = seen->at(NodeName(i));
+    REQUIRE(m.addresses_size() >= 1);
+    CHECK(m.addresses(0) == Network::address(i));
+    CHECK(m.incarnation() > 0);
+    CHECK(m.self() == (i == 1));
+    if (i != 1) CHECK(m.has_last_heard());
+  }
+  const uint64_t incarnation5 = seen->at("node5").incarnation();
+  // The table form is what people read.
+  testing::CommandResult table = d[0]->Cli({"mesh", "members"});
+  REQUIRE(table.exit_code == 0);
+  CHECK(table.out.find("LAST HEARD") != std::string::npos);
+  CHECK(table.out.find("node1 (self)") != std::string::npos);
+
+  // 2. kill -9 node5: the four others declare it dead.
+  CHECK(d[4]->Signal(SIGKILL) == 128 + SIGKILL);
+  const std::vector<int> four = {1, 2, 3, 4};
+  std::optional<absl::Duration> dead = WaitFor(
+      [&] {
+        for (int i : four) {
+          if (!Sees(*d[i - 1], {5}, mycel::v1::MEMBER_STATE_DEAD)) return false;
+        }
+        return true;
+      },
+      kDeathBound);
+  REQUIRE_MESSAGE(dead.has_value(), Describe(d));
+  MESSAGE("a SIGKILLed node was dead on all 4 others after ",
+          absl::FormatDuration(*dead), " (bound ",
+          absl::FormatDuration(kDeathBound), ")");
+
+  // 3. Restarted on its state, it is alive again at a higher incarnation.
+  d[4] = MakeDaemon(net, root.path(), 5);
+  REQUIRE_MESSAGE(d[4]->Start(), d[4]->Log());
+  std::optional<absl::Duration> back = WaitFor(
+      [&] {
+        for (auto& x : d) {
+          if (!Sees(*x, all, mycel::v1::MEMBER_STATE_ALIVE)) return false;
+        }
+        return true;
+      },
+      kJoinBound);
+  REQUIRE_MESSAGE(back.has_value(), Describe(d));
+  MESSAGE("the restarted node was alive everywhere after ",
+          absl::FormatDuration(*back));
+  seen = Members(*d[1]);
+  REQUIRE(seen.has_value());
+  CHECK(seen->at("node5").incarnation() > incarnation5);
+
+  // 4. A partition: node3's link goes down until node1 declares it dead,
+  // then comes back; the mesh heals with no join.
+  net.SetLink(3, false);
+  std::optional<absl::Duration> cut =
+      WaitFor([&] { return Sees(*d[0], {3}, mycel::v1::MEMBER_STATE_DEAD); },
+              kDeathBound);
+  REQUIRE_MESSAGE(cut.has_value(), Describe(d));
+  MESSAGE("partitioned node3 was dead on node1 after ",
+          absl::FormatDuration(*cut));
+  net.SetLink(3, true);
+  std::optional<absl::Duration> healed = WaitFor(
+      [&] {
+        for (auto& x : d) {
+          if (!Sees(*x, all, mycel::v1::MEMBER_STATE_ALIVE)) return false;
+        }
+        return true;
+      },
+      kHealBound);
+  REQUIRE_MESSAGE(healed.has_value(), Describe(d));
+  MESSAGE("after the partition ended, all 5 saw 5 alive after ",
+          absl::FormatDuration(*healed));
+}
+
+}  // namespace
+}  // namespace mycel
