@@ -128,6 +128,8 @@ extern const Group kWaitGroup;
 extern const Group kRunGroup;
 extern const Group kCompletionGroup;
 extern const Group kMeshGroup;
+extern const Group kStateGroup;
+extern const Group kQueryGroup;
 
 // Runs `args` (what follows the group's name) against `group`, handling
 // --help for the group and for each command.

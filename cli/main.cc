@@ -12,10 +12,10 @@
 namespace mycel::cli {
 namespace {
 
-constexpr const Group* kGroups[] = {&kNodeGroup, &kCellGroup,      &kRunGroup,
-                                    &kExecGroup, &kPsGroup,        &kStopGroup,
-                                    &kKillGroup, &kLogsGroup,      &kWaitGroup,
-                                    &kMeshGroup, &kCompletionGroup};
+constexpr const Group* kGroups[] = {
+    &kNodeGroup,  &kCellGroup,  &kRunGroup,       &kExecGroup, &kPsGroup,
+    &kStopGroup,  &kKillGroup,  &kLogsGroup,      &kWaitGroup, &kMeshGroup,
+    &kStateGroup, &kQueryGroup, &kCompletionGroup};
 
 // myceld's default socket, as config.proto writes it. Read only when no
 // socket is given: reading it builds the schema's descriptors.

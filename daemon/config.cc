@@ -167,6 +167,11 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
         absl::StrCat("state_dir: must be an absolute path, got \"",
                      config.state_dir(), "\""));
   }
+  if (!config.durability().empty() && config.durability() != "normal" &&
+      config.durability() != "full") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "durability: want normal or full, got \"", config.durability(), "\""));
+  }
   if (config.socket().empty()) {
     return absl::InvalidArgumentError("socket: must not be empty");
   }

@@ -216,6 +216,17 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
           started.wait_for(std::chrono::seconds(5));
         });
   }
+  if (store_ != nullptr) {
+    if (state_ == nullptr) {
+      objects_ = std::make_unique<store::ObjectStore>(store_.get());
+      state_ =
+          std::make_unique<store::StateStore>(objects_.get(), store_.get());
+      state_watchers_ = std::make_unique<StateWatchers>(state_.get(), &io_);
+    }
+    set->state = std::make_unique<StateService>(state_.get(),
+                                                state_watchers_.get(), &io_);
+    set->query = std::make_unique<QueryService>(store_.get());
+  }
   return set;
 }
 
@@ -438,9 +449,11 @@ absl::Status Daemon::Start() {
   }
   RETURN_IF_ERROR(PrepareStateDir());
   std::string db_path = config_.state_dir() + "/mycel.db";
-  ASSIGN_OR_RETURN(
-      store_, store::Store::Open(
-                  db_path, {.origin = config_.node_name(), .clock = &clock_}));
+  ASSIGN_OR_RETURN(store_, store::Store::Open(
+                               db_path, {.origin = config_.node_name(),
+                                         .clock = &clock_,
+                                         .synchronous_full =
+                                             config_.durability() == "full"}));
   RETURN_IF_ERROR(store_->RecordBoot(started_, MYCEL_VERSION, CurrentPid()));
   ASSIGN_OR_RETURN(absl::Duration node_validity, CertLifetime(config_));
   ASSIGN_OR_RETURN(mesh_,

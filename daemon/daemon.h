@@ -19,6 +19,8 @@
 #include "daemon/server/membership_service.h"
 #include "daemon/server/mesh_service.h"
 #include "daemon/server/node_service.h"
+#include "daemon/server/query_service.h"
+#include "daemon/server/state_service.h"
 #include "daemon/store/store.h"
 #include "mesh/identity/authorizer.h"
 #include "mesh/identity/mesh_node.h"
@@ -74,12 +76,16 @@ class Daemon {
     std::unique_ptr<MeshService> mesh;  // null in safe mode
     std::unique_ptr<MembershipService> membership;
     std::unique_ptr<GossipService> gossip;  // the TCP endpoint's only
+    std::unique_ptr<StateService> state;  // null without a store
+    std::unique_ptr<QueryService> query;  // null without a store
     std::vector<grpc::Service*> all() const {
       std::vector<grpc::Service*> out = {node.get(), cells.get(),
                                          executables.get()};
       if (mesh != nullptr) out.push_back(mesh.get());
       if (membership != nullptr) out.push_back(membership.get());
       if (gossip != nullptr) out.push_back(gossip.get());
+      if (state != nullptr) out.push_back(state.get());
+      if (query != nullptr) out.push_back(query.get());
       return out;
     }
   };
@@ -124,6 +130,10 @@ class Daemon {
   std::optional<PidLock> state_lock_;
   std::optional<PidLock> socket_lock_;
   std::unique_ptr<store::Store> store_;
+  // The user key/value namespace (State), shared by every endpoint.
+  std::unique_ptr<store::ObjectStore> objects_;
+  std::unique_ptr<store::StateStore> state_;
+  std::unique_ptr<StateWatchers> state_watchers_;
   Reaper reaper_;
   std::unique_ptr<cells::LogKeeperClient> log_keeper_;
   std::unique_ptr<cells::CellManager> cells_;

@@ -150,6 +150,49 @@ CREATE TABLE mesh_peers (
   admitted_us INTEGER NOT NULL
 ) STRICT;
 )sql"},
+    {9, R"sql(
+-- The user key/value namespace ("kv" objects, daemon/store/state_store.h)
+-- as a stream of changes for State.Watch: each kv key that changed, once,
+-- at the node-local revision of its latest change (AUTOINCREMENT, so that
+-- a revision is never reused). Triggers keep it, so changes of every path
+-- (local writes, changes received, snapshot rows) are seen alike; a watch
+-- reads the key's current row, so changes to one key between two reads
+-- coalesce into the latest. Node-local: revisions are this node's own.
+CREATE TABLE kv_changes (
+  revision INTEGER PRIMARY KEY AUTOINCREMENT,
+  key      TEXT NOT NULL UNIQUE
+) STRICT;
+-- The highest revision whose change is gone: the key's tombstone was
+-- collected, so a watch resuming from below it could miss a delete.
+CREATE TABLE kv_floor (
+  one      INTEGER PRIMARY KEY CHECK (one = 1),
+  revision INTEGER NOT NULL
+) STRICT;
+CREATE TRIGGER kv_changes_insert AFTER INSERT ON objects
+WHEN new.namespace = 'kv' BEGIN
+  DELETE FROM kv_changes WHERE key = new.key;
+  INSERT INTO kv_changes(key) VALUES (new.key);
+END;
+CREATE TRIGGER kv_changes_update AFTER UPDATE ON objects
+WHEN new.namespace = 'kv' BEGIN
+  DELETE FROM kv_changes WHERE key = new.key;
+  INSERT INTO kv_changes(key) VALUES (new.key);
+END;
+-- A live row removed (a full resync found it superseded and collected).
+CREATE TRIGGER kv_changes_delete AFTER DELETE ON objects
+WHEN old.namespace = 'kv' AND old.value IS NOT NULL BEGIN
+  DELETE FROM kv_changes WHERE key = old.key;
+  INSERT INTO kv_changes(key) VALUES (old.key);
+END;
+-- A tombstone collected: its delete can no longer be told.
+CREATE TRIGGER kv_changes_collect AFTER DELETE ON objects
+WHEN old.namespace = 'kv' AND old.value IS NULL BEGIN
+  INSERT INTO kv_floor(one, revision)
+    SELECT 1, revision FROM kv_changes WHERE key = old.key
+    ON CONFLICT(one) DO UPDATE SET revision = max(revision, excluded.revision);
+  DELETE FROM kv_changes WHERE key = old.key;
+END;
+)sql"},
 };
 
 }  // namespace

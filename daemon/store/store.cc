@@ -23,7 +23,7 @@ absl::StatusOr<int> UserVersion(sqlite3* db) {
   return static_cast<int>(stmt.ColumnInt(0));
 }
 
-absl::Status Configure(sqlite3* db) {
+absl::Status Configure(sqlite3* db, bool synchronous_full) {
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, 5000);
   // journal_mode answers with the mode in force; anything but "wal" means
@@ -35,9 +35,10 @@ absl::Status Configure(sqlite3* db) {
         absl::StrCat("journal_mode=WAL not accepted (mode is \"",
                      row ? wal.ColumnText(0) : "", "\")"));
   }
-  return Exec(db,
-              "PRAGMA foreign_keys=ON;"
-              "PRAGMA synchronous=NORMAL;");
+  return Exec(db, synchronous_full ? "PRAGMA foreign_keys=ON;"
+                                     "PRAGMA synchronous=FULL;"
+                                   : "PRAGMA foreign_keys=ON;"
+                                     "PRAGMA synchronous=NORMAL;");
 }
 
 absl::Status QuickCheck(sqlite3* db) {
@@ -95,7 +96,7 @@ absl::Status OpenImpl(const std::string& path, const Store::Options& options,
         "schema version ", version, " is newer than this myceld supports (",
         latest, "); run a newer myceld or restore an older database"));
   }
-  RETURN_IF_ERROR(Configure(db.get()));
+  RETURN_IF_ERROR(Configure(db.get(), options.synchronous_full));
   if (options.integrity_check) RETURN_IF_ERROR(QuickCheck(db.get()));
   RETURN_IF_ERROR(Migrate(db.get(), version, migrations));
   *out_db = std::move(db);
@@ -456,6 +457,21 @@ absl::Status Store::SetMeta(absl::string_view key, absl::string_view value) {
       "INSERT INTO meta(key, value) VALUES(?, ?) "
       "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
       [&](Stmt& st) { st.Bind(1, key).Bind(2, value); });
+}
+
+absl::Status Store::CopyTo(sqlite3* dest) {
+  absl::MutexLock lock(&mu_);
+  sqlite3_backup* backup = sqlite3_backup_init(dest, "main", db_.get(), "main");
+  if (backup == nullptr) {
+    return SqliteError("copy the database", dest, sqlite3_errcode(dest));
+  }
+  int rc = sqlite3_backup_step(backup, -1);
+  int finish = sqlite3_backup_finish(backup);
+  if (rc != SQLITE_DONE) return SqliteError("copy the database", dest, rc);
+  if (finish != SQLITE_OK) {
+    return SqliteError("copy the database", dest, finish);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Store::Checkpoint() {

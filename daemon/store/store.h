@@ -108,6 +108,10 @@ class Store {
     // The clock of the hybrid logical clock (only Now is used); null: the
     // wall clock.
     const Clock* clock = nullptr;
+    // PRAGMA synchronous=FULL instead of NORMAL: a commit syncs the WAL
+    // before it returns, so that it survives a power loss too (NORMAL
+    // survives a crash of the process, not of the machine).
+    bool synchronous_full = false;
   };
 
   // Opens the database at `path` and migrates it. Only where no file
@@ -196,6 +200,13 @@ class Store {
   // Key/value metadata (table meta).
   absl::StatusOr<std::string> GetMeta(absl::string_view key);
   absl::Status SetMeta(absl::string_view key, absl::string_view value);
+
+  // Copies the whole database into `dest` (another connection, such as an
+  // in-memory one) in one step under the lock: a consistent snapshot that
+  // the caller then reads without holding up this connection (the query
+  // API, daemon/store/query.h). Takes time in proportion to the database's
+  // size.
+  absl::Status CopyTo(sqlite3* dest) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Copies the WAL into the main file and truncates it (used before a
   // shutdown so that the database is a single consistent file).

@@ -25,6 +25,10 @@ constexpr TableInfo kTables[] = {
      "the mesh's shared objects, by namespace and key, last writer wins"},
     {"replica_versions", Replication::kNodeLocal,
      "this node's version vector and change-log floor, per origin"},
+    {"kv_changes", Replication::kNodeLocal,
+     "the kv keys that changed, at this node's revision, for State.Watch"},
+    {"kv_floor", Replication::kNodeLocal,
+     "the highest kv revision whose change was collected"},
 };
 
 }  // namespace

@@ -1,0 +1,88 @@
+// The mycel.v1.State gRPC service: the user key/value namespace of the
+// replicated store on this node (daemon/store/state_store.h).
+//
+// Watch is a callback-API server stream: it holds no server thread while
+// it waits for changes. Its reactor runs on the daemon's event loop
+// (reactor_state.h), reads the store there a batch at a time, with one
+// message in flight, and when it is caught up waits on StateWatchers.
+#ifndef MYCEL_DAEMON_SERVER_STATE_SERVICE_H_
+#define MYCEL_DAEMON_SERVER_STATE_SERVICE_H_
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "daemon/store/state_store.h"
+#include "mycel/v1/state.grpc.pb.h"
+
+namespace mycel {
+
+// Wakes watchers that are caught up when the kv revision moves: at once
+// after a write through this node's API (Notify), and otherwise within
+// kPollInterval (changes received from peers), polling only while someone
+// waits. Used on the event loop only, except Notify (any thread).
+// `state` and `io` must outlive it.
+class StateWatchers {
+ public:
+  static constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
+
+  StateWatchers(store::StateStore* state, boost::asio::io_context* io)
+      : state_(state), io_(io), timer_(*io) {}
+  StateWatchers(const StateWatchers&) = delete;
+  StateWatchers& operator=(const StateWatchers&) = delete;
+
+  // On the loop: calls `wake` once, on the loop, when the revision is
+  // past `revision`. `alive` false by then: dropped unheard.
+  void Wait(int64_t revision, std::shared_ptr<bool> alive,
+            std::function<void()> wake);
+  // Any thread: a write happened; check now.
+  void Notify();
+
+ private:
+  struct Waiter {
+    int64_t revision;
+    std::shared_ptr<bool> alive;
+    std::function<void()> wake;
+  };
+  void Check();
+  void Arm();
+
+  store::StateStore* const state_;
+  boost::asio::io_context* const io_;
+  boost::asio::steady_timer timer_;
+  bool armed_ = false;
+  std::vector<Waiter> waiters_;
+};
+
+// Thread-safe. `state`, `watchers` and `io` must outlive it.
+class StateService final : public mycel::v1::State::WithCallbackMethod_Watch<
+                               mycel::v1::State::Service> {
+ public:
+  StateService(store::StateStore* state, StateWatchers* watchers,
+               boost::asio::io_context* io)
+      : state_(state), watchers_(watchers), io_(io) {}
+
+  grpc::Status Get(grpc::ServerContext*, const mycel::v1::GetStateRequest*,
+                   mycel::v1::StateObject*) override;
+  grpc::Status Put(grpc::ServerContext*, const mycel::v1::PutStateRequest*,
+                   mycel::v1::StateObject*) override;
+  grpc::Status Delete(grpc::ServerContext*,
+                      const mycel::v1::DeleteStateRequest*,
+                      mycel::v1::DeleteStateResponse*) override;
+  grpc::Status List(grpc::ServerContext*, const mycel::v1::ListStateRequest*,
+                    mycel::v1::ListStateResponse*) override;
+  grpc::ServerWriteReactor<mycel::v1::StateEvent>* Watch(
+      grpc::CallbackServerContext*,
+      const mycel::v1::WatchStateRequest*) override;
+
+ private:
+  store::StateStore* const state_;
+  StateWatchers* const watchers_;
+  boost::asio::io_context* const io_;
+};
+
+}  // namespace mycel
+
+#endif  // MYCEL_DAEMON_SERVER_STATE_SERVICE_H_

@@ -1,0 +1,358 @@
+#include "daemon/store/query.h"
+
+#include <sqlite3.h>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/store/sqlite.h"
+#include "runtime/status.h"
+
+namespace mycel::store {
+namespace {
+
+constexpr size_t kMaxSqlBytes = 64 << 10;
+
+// What a query may read, built from the copy. Secrets (join token hashes,
+// the mesh row, meta) and protobuf blobs stay out.
+struct Relation {
+  absl::string_view name;
+  absl::string_view sql;
+};
+
+constexpr Relation kRelations[] = {
+    {"kv",
+     "CREATE TABLE temp.kv AS SELECT o.key AS key, CAST(o.value AS TEXT) AS "
+     "value, o.origin || ':' || o.seq AS version, o.origin AS origin, o.seq "
+     "AS seq, o.hlc AS hlc, c.revision AS revision FROM main.objects o LEFT "
+     "JOIN main.kv_changes c ON c.key=o.key WHERE o.namespace='kv' AND "
+     "o.value IS NOT NULL ORDER BY o.key"},
+    {"nodes",
+     "CREATE TABLE temp.nodes AS SELECT key AS name, CAST(value AS TEXT) AS "
+     "status, origin, seq, hlc FROM main.objects WHERE "
+     "namespace='node.status' AND value IS NOT NULL AND instr(key, '/')=0 "
+     "ORDER BY key"},
+    {"members",
+     "CREATE TABLE temp.members AS SELECT name, CASE state WHEN 1 THEN "
+     "'alive' WHEN 2 THEN 'suspect' WHEN 3 THEN 'dead' WHEN 4 THEN 'left' "
+     "ELSE 'unknown' END AS state, incarnation, state_since_us, last_heard_us "
+     "FROM main.members ORDER BY name"},
+    {"cells",
+     "CREATE TABLE temp.cells AS SELECT name, created_us, init_pid, ephemeral "
+     "FROM main.cells ORDER BY name"},
+    {"executables",
+     "CREATE TABLE temp.executables AS SELECT cell, name, pid FROM "
+     "main.executables ORDER BY cell, name"},
+    {"changes",
+     "CREATE TABLE temp.changes AS SELECT origin, seq, hlc, tbl, key, "
+     "CAST(value AS TEXT) AS value FROM main.change_log ORDER BY hlc, origin"},
+};
+
+constexpr absl::string_view kRelationNames[] = {
+    "kv", "nodes", "members", "cells", "executables", "changes"};
+
+// Pure functions of their arguments: none touches a file, loads code or
+// makes a value bigger than SQLITE_LIMIT_LENGTH.
+constexpr absl::string_view kFunctions[] = {
+    "->",
+    "->>",
+    "abs",
+    "avg",
+    "char",
+    "coalesce",
+    "count",
+    "date",
+    "datetime",
+    "format",
+    "glob",
+    "group_concat",
+    "hex",
+    "ifnull",
+    "iif",
+    "instr",
+    "json",
+    "json_array",
+    "json_array_length",
+    "json_extract",
+    "json_group_array",
+    "json_group_object",
+    "json_object",
+    "json_quote",
+    "json_type",
+    "json_valid",
+    "julianday",
+    "length",
+    "like",
+    "likelihood",
+    "likely",
+    "lower",
+    "ltrim",
+    "max",
+    "min",
+    "nullif",
+    "printf",
+    "quote",
+    "replace",
+    "round",
+    "rtrim",
+    "strftime",
+    "substr",
+    "substring",
+    "sum",
+    "time",
+    "total",
+    "trim",
+    "typeof",
+    "unicode",
+    "unixepoch",
+    "unlikely",
+    "upper",
+};
+
+struct Run {
+  // Every table and view of the copy (lower case).
+  absl::flat_hash_set<std::string> tables;
+  absl::Time deadline;
+  bool timed_out = false;
+  std::string refused;  // why the authorizer said no
+};
+
+bool Listed(std::span<const absl::string_view> list, absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (absl::string_view n : list) {
+    if (n == lower) return true;
+  }
+  return false;
+}
+
+int AuthorizeQuery(void* arg, int action, const char* a, const char* b,
+                   const char* db, const char*) {
+  auto* run = static_cast<Run*>(arg);
+  switch (action) {
+    case SQLITE_SELECT:
+    case SQLITE_RECURSIVE:
+      return SQLITE_OK;
+    case SQLITE_READ:
+      // Only the temporary relations: a read through a view or a CTE of
+      // the same name would report that name as its 4th argument, so the
+      // trigger/view name proves nothing and is not used.
+      if (a != nullptr && db != nullptr && absl::string_view(db) == "temp" &&
+          Listed(kRelationNames, a)) {
+        return SQLITE_OK;
+      }
+      // A read of no column (count(*)) names the table as written, with
+      // the schema only when the query wrote one: unqualified, it is a
+      // relation, a CTE or a table of the copy. Only the last is refused,
+      // so a CTE may not take a table's name.
+      if (a != nullptr && db == nullptr && b != nullptr && b[0] == '\0') {
+        const std::string name = absl::AsciiStrToLower(a);
+        if (Listed(kRelationNames, name) ||
+            (!run->tables.contains(name) &&
+             !absl::StartsWith(name, "sqlite_"))) {
+          return SQLITE_OK;
+        }
+      }
+      run->refused =
+          absl::StrCat("may not read ", db != nullptr ? db : "?", ".",
+                       a != nullptr ? a : "?", ": a query reads only ",
+                       absl::StrJoin(kRelationNames, ", "));
+      return SQLITE_DENY;
+    case SQLITE_FUNCTION:
+      if (b != nullptr && Listed(kFunctions, b)) return SQLITE_OK;
+      run->refused =
+          absl::StrCat("function ", b != nullptr ? b : "?", " is not allowed");
+      return SQLITE_DENY;
+    case SQLITE_PRAGMA:
+      run->refused = absl::StrCat("PRAGMA ", a != nullptr ? a : "",
+                                  " is not allowed: a query may only SELECT");
+      return SQLITE_DENY;
+    case SQLITE_ATTACH:
+    case SQLITE_DETACH:
+      run->refused = "ATTACH and DETACH are not allowed";
+      return SQLITE_DENY;
+    default:
+      run->refused = absl::StrCat(
+          "only SELECT is allowed (refused action ", action,
+          a != nullptr ? absl::StrCat(" on ", a) : std::string(), ")");
+      return SQLITE_DENY;
+  }
+}
+
+int Progress(void* arg) {
+  auto* run = static_cast<Run*>(arg);
+  if (absl::Now() < run->deadline) return 0;
+  run->timed_out = true;
+  return 1;
+}
+
+std::string Message(sqlite3* db) { return sqlite3_errmsg(db); }
+
+absl::Status StepError(sqlite3* db, int rc, const Run& run,
+                       const QueryLimits& limits) {
+  if (run.timed_out || (rc & 0xff) == SQLITE_INTERRUPT) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("query ran past its time limit of ",
+                     absl::FormatDuration(limits.timeout)));
+  }
+  if ((rc & 0xff) == SQLITE_NOMEM || (rc & 0xff) == SQLITE_TOOBIG) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("query: ", Message(db), " (values are limited to ",
+                     sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1), " bytes)"));
+  }
+  // A refused function is SQLITE_ERROR, a refused action SQLITE_AUTH.
+  if (!run.refused.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat("query: ", run.refused));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("sql: ", Message(db)));
+}
+
+absl::StatusOr<DbHandle> OpenCopy(Store* store, const QueryLimits& limits) {
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(
+      ":memory:", &raw,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+      nullptr);
+  DbHandle db(raw);
+  if (rc != SQLITE_OK) return SqliteError("open a query database", raw, rc);
+  sqlite3_extended_result_codes(db.get(), 1);
+  RETURN_IF_ERROR(store->CopyTo(db.get()));
+  for (const Relation& r : kRelations) {
+    RETURN_IF_ERROR(Annotate(Exec(db.get(), r.sql),
+                             absl::StrCat("build relation ", r.name)));
+  }
+  // Hardening beyond the authorizer: no extension loading, no writes to the
+  // schema, nothing attached, bounded values and statement text.
+  sqlite3_db_config(db.get(), SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0,
+                    nullptr);
+  sqlite3_db_config(db.get(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  sqlite3_db_config(db.get(), SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+  sqlite3_limit(db.get(), SQLITE_LIMIT_ATTACHED, 0);
+  sqlite3_limit(db.get(), SQLITE_LIMIT_LENGTH,
+                static_cast<int>(std::min<size_t>(limits.max_bytes, 1 << 30)));
+  sqlite3_limit(db.get(), SQLITE_LIMIT_SQL_LENGTH, kMaxSqlBytes);
+  RETURN_IF_ERROR(Exec(db.get(), "PRAGMA query_only=1"));
+  return db;
+}
+
+QueryValue ReadValue(sqlite3_stmt* st, int col, size_t* bytes) {
+  QueryValue v;
+  switch (sqlite3_column_type(st, col)) {
+    case SQLITE_INTEGER:
+      v.type = QueryValue::Type::kInteger;
+      v.integer = sqlite3_column_int64(st, col);
+      *bytes += 8;
+      break;
+    case SQLITE_FLOAT:
+      v.type = QueryValue::Type::kReal;
+      v.real = sqlite3_column_double(st, col);
+      *bytes += 8;
+      break;
+    case SQLITE_TEXT: {
+      v.type = QueryValue::Type::kText;
+      const auto* p = sqlite3_column_text(st, col);
+      v.bytes.assign(reinterpret_cast<const char*>(p),
+                     sqlite3_column_bytes(st, col));
+      *bytes += v.bytes.size();
+      break;
+    }
+    case SQLITE_BLOB: {
+      v.type = QueryValue::Type::kBlob;
+      const void* p = sqlite3_column_blob(st, col);
+      v.bytes.assign(static_cast<const char*>(p),
+                     sqlite3_column_bytes(st, col));
+      *bytes += v.bytes.size();
+      break;
+    }
+    default:
+      break;
+  }
+  return v;
+}
+
+}  // namespace
+
+std::span<const absl::string_view> QueryRelations() { return kRelationNames; }
+
+absl::StatusOr<QueryResult> RunQuery(Store* store, absl::string_view sql,
+                                     const QueryLimits& limits) {
+  if (absl::StripAsciiWhitespace(sql).empty()) {
+    return absl::InvalidArgumentError("sql: empty");
+  }
+  if (sql.size() > kMaxSqlBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sql: ", sql.size(), " bytes is over the limit of ", kMaxSqlBytes));
+  }
+  ASSIGN_OR_RETURN(DbHandle db, OpenCopy(store, limits));
+  Run run;
+  {
+    ASSIGN_OR_RETURN(Stmt names,
+                     Stmt::Prepare(db.get(),
+                                   "SELECT lower(name) FROM main.sqlite_schema "
+                                   "WHERE type IN ('table', 'view')"));
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, names.Step());
+      if (!row) break;
+      run.tables.insert(names.ColumnText(0));
+    }
+  }
+  sqlite3_set_authorizer(db.get(), AuthorizeQuery, &run);
+  const char* tail = nullptr;
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(db.get(), sql.data(),
+                              static_cast<int>(sql.size()), &raw, &tail);
+  std::unique_ptr<sqlite3_stmt, StmtFinalizer> stmt(raw);
+  if (rc != SQLITE_OK) return StepError(db.get(), rc, run, limits);
+  if (stmt == nullptr) {
+    return absl::InvalidArgumentError("sql: holds no statement");
+  }
+  // Whatever follows the statement must be blank or comments: preparing
+  // it yields no statement then.
+  const size_t used = static_cast<size_t>(tail - sql.data());
+  if (used < sql.size()) {
+    sqlite3_stmt* next = nullptr;
+    int rc2 = sqlite3_prepare_v2(
+        db.get(), tail, static_cast<int>(sql.size() - used), &next, nullptr);
+    std::unique_ptr<sqlite3_stmt, StmtFinalizer> second(next);
+    if (rc2 != SQLITE_OK || second != nullptr) {
+      return absl::InvalidArgumentError(
+          "sql: holds more than one statement; a query is one SELECT");
+    }
+  }
+  if (!sqlite3_stmt_readonly(stmt.get())) {
+    return absl::PermissionDeniedError(
+        "query: only SELECT is allowed; this statement writes");
+  }
+  QueryResult result;
+  const int columns = sqlite3_column_count(stmt.get());
+  if (columns == 0) {
+    return absl::InvalidArgumentError("sql: not a query (it returns no rows)");
+  }
+  for (int i = 0; i < columns; ++i) {
+    const char* name = sqlite3_column_name(stmt.get(), i);
+    result.columns.push_back(name != nullptr ? name : "");
+  }
+  run.deadline = absl::Now() + limits.timeout;
+  sqlite3_progress_handler(db.get(), 1000, Progress, &run);
+  size_t bytes = 0;
+  for (;;) {
+    rc = sqlite3_step(stmt.get());
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) return StepError(db.get(), rc, run, limits);
+    if (static_cast<int64_t>(result.rows.size()) >= limits.max_rows ||
+        bytes >= limits.max_bytes) {
+      result.truncated = true;
+      break;
+    }
+    std::vector<QueryValue> row;
+    row.reserve(columns);
+    for (int i = 0; i < columns; ++i) {
+      row.push_back(ReadValue(stmt.get(), i, &bytes));
+    }
+    result.rows.push_back(std::move(row));
+  }
+  return result;
+}
+
+}  // namespace mycel::store

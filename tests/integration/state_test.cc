@@ -1,0 +1,283 @@
+// The State and Query services on a real myceld: the mycel CLI's state and
+// query commands (output, exit codes, errors), Watch over the socket with
+// a resume, and a write acknowledged before kill -9 that is there after a
+// restart.
+#include <doctest/doctest.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "mycel/v1/state.grpc.pb.h"
+#include "tests/testing/process.h"
+
+namespace mycel {
+namespace {
+
+using testing::DaemonProcess;
+using testing::TempDir;
+
+std::unique_ptr<mycel::v1::State::Stub> StateStub(const DaemonProcess& d) {
+  // Its own connection: a shared one may still be the one to a daemon
+  // this test killed.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return mycel::v1::State::NewStub(grpc::CreateCustomChannel(
+      "unix:" + d.socket(), grpc::InsecureChannelCredentials(), args));
+}
+
+std::unique_ptr<grpc::ClientContext> Call(int seconds = 10) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::seconds(seconds));
+  return ctx;
+}
+
+TEST_CASE("mycel state get, put, del and ls, with their exit codes") {
+  TempDir dir;
+  DaemonProcess d(dir.path());
+  REQUIRE(d.Start());
+  auto put = d.Cli({"state", "put", "app/config", R"({"replicas": 3})"});
+  REQUIRE_MESSAGE(put.exit_code == 0, put.err);
+  // The version is origin:seq; other writers of this node may have taken
+  // earlier numbers.
+  REQUIRE(put.out.rfind("test-node:", 0) == 0);
+  const std::string v1 = put.out.substr(0, put.out.size() - 1);
+  auto get = d.Cli({"state", "get", "app/config"});
+  CHECK(get.exit_code == 0);
+  CHECK(get.out == "{\"replicas\": 3}\n");
+  CHECK(d.Cli({"state", "put", "app/n", "--", "-1"}).exit_code == 0);
+  CHECK(d.Cli({"state", "put", "other", "\"x\""}).exit_code == 0);
+
+  auto ls = d.Cli({"state", "ls", "app/"});
+  CHECK(ls.exit_code == 0);
+  CHECK(ls.out.find("KEY") != std::string::npos);
+  CHECK(ls.out.find("app/config") != std::string::npos);
+  CHECK(ls.out.find("app/n") != std::string::npos);
+  CHECK(ls.out.find("other") == std::string::npos);
+  auto json = d.Cli({"state", "ls", "-o", "json"});
+  REQUIRE(json.exit_code == 0);
+  mycel::v1::ListStateResponse all;
+  REQUIRE(google::protobuf::util::JsonStringToMessage(json.out, &all).ok());
+  CHECK(all.objects_size() == 3);
+  CHECK(all.revision() == 3);
+
+  // Compare-and-set: the version read, then a stale one.
+  auto cas = d.Cli({"state", "put", "app/config", "{}", "--if-version", v1});
+  CHECK(cas.exit_code == 0);
+  auto stale = d.Cli({"state", "put", "app/config", "{}", "--if-version", v1});
+  CHECK(stale.exit_code == 1);
+  CHECK(stale.err.find(absl::StrCat("is at version ",
+                                    cas.out.substr(0, cas.out.size() - 1))) !=
+        std::string::npos);
+  auto exists =
+      d.Cli({"state", "put", "app/config", "{}", "--if-version", "none"});
+  CHECK(exists.exit_code == 1);
+
+  // Bad input names the field; bad usage is exit 2.
+  auto bad = d.Cli({"state", "put", "k", "{not json"});
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.err.find("value: not a JSON text") != std::string::npos);
+  auto big = d.Cli({"state", "put", std::string(2000, 'k'), "1"});
+  CHECK(big.exit_code == 1);
+  CHECK(big.err.find("key: must be 1 to 1024 bytes") != std::string::npos);
+  auto version = d.Cli({"state", "put", "k", "1", "--if-version", "x"});
+  CHECK(version.exit_code == 1);
+  CHECK(version.err.find("if_version:") != std::string::npos);
+  CHECK(d.Cli({"state", "put", "k"}).exit_code == 2);
+  CHECK(d.Cli({"state", "get"}).exit_code == 2);
+  CHECK(d.Cli({"state", "watch", "--from", "x"}).exit_code == 2);
+  CHECK(d.Cli({"state", "nope"}).exit_code == 2);
+
+  auto del = d.Cli({"state", "del", "app/config"});
+  CHECK(del.exit_code == 0);
+  auto gone = d.Cli({"state", "get", "app/config"});
+  CHECK(gone.exit_code == 1);
+  CHECK(gone.err.find("app/config") != std::string::npos);
+}
+
+TEST_CASE("Watch sends the keys, then changes, and resumes from a revision") {
+  TempDir dir;
+  DaemonProcess d(dir.path());
+  REQUIRE(d.Start());
+  auto stub = StateStub(d);
+  auto put = [&](const std::string& key, const std::string& value) {
+    mycel::v1::PutStateRequest req;
+    req.set_key(key);
+    req.set_value(value);
+    mycel::v1::StateObject resp;
+    REQUIRE(stub->Put(Call().get(), req, &resp).ok());
+  };
+  put("w/a", "1");
+  put("x/other", "1");
+
+  int64_t last = 0;
+  {
+    auto ctx = Call();
+    mycel::v1::WatchStateRequest req;
+    req.set_prefix("w/");
+    auto reader = stub->Watch(ctx.get(), req);
+    mycel::v1::StateEvent e;
+    REQUIRE(reader->Read(&e));
+    CHECK(e.type() == mycel::v1::StateEvent::TYPE_PUT);
+    CHECK(e.initial());
+    CHECK(e.object().key() == "w/a");
+    REQUIRE(reader->Read(&e));
+    CHECK(e.type() == mycel::v1::StateEvent::TYPE_SYNCED);
+    CHECK(e.revision() == 2);
+    put("w/b", "2");
+    REQUIRE(reader->Read(&e));
+    CHECK(e.type() == mycel::v1::StateEvent::TYPE_PUT);
+    CHECK(e.object().key() == "w/b");
+    CHECK(e.object().value() == "2");
+    CHECK(e.revision() == 3);
+    last = e.revision();
+    ctx->TryCancel();
+    while (reader->Read(&e)) {
+    }
+    reader->Finish().IgnoreError();
+  }
+  // Changed while nobody watched.
+  put("w/c", "3");
+  mycel::v1::DeleteStateRequest del;
+  del.set_key("w/a");
+  mycel::v1::DeleteStateResponse dr;
+  REQUIRE(stub->Delete(Call().get(), del, &dr).ok());
+  {
+    auto ctx = Call();
+    mycel::v1::WatchStateRequest req;
+    req.set_prefix("w/");
+    req.set_from_revision(last);
+    auto reader = stub->Watch(ctx.get(), req);
+    mycel::v1::StateEvent e;
+    REQUIRE(reader->Read(&e));
+    CHECK(e.type() == mycel::v1::StateEvent::TYPE_PUT);
+    CHECK(e.object().key() == "w/c");
+    CHECK(!e.initial());
+    REQUIRE(reader->Read(&e));
+    CHECK(e.type() == mycel::v1::StateEvent::TYPE_DELETE);
+    CHECK(e.object().key() == "w/a");
+    REQUIRE(reader->Read(&e));
+    CHECK(e.type() == mycel::v1::StateEvent::TYPE_SYNCED);
+    ctx->TryCancel();
+    while (reader->Read(&e)) {
+    }
+    reader->Finish().IgnoreError();
+  }
+  // A revision this node never gave: OUT_OF_RANGE, saying so.
+  {
+    auto ctx = Call();
+    mycel::v1::WatchStateRequest req;
+    req.set_from_revision(1000);
+    auto reader = stub->Watch(ctx.get(), req);
+    mycel::v1::StateEvent e;
+    CHECK(!reader->Read(&e));
+    grpc::Status st = reader->Finish();
+    CHECK(st.error_code() == grpc::StatusCode::OUT_OF_RANGE);
+    CHECK(st.error_message().find("revision 1000") != std::string::npos);
+  }
+  // The CLI prints the same stream, until interrupted.
+  auto cli = testing::Run({"/usr/bin/timeout", "2", testing::Binary("mycel"),
+                           "--socket", d.socket(), "state", "watch", "w/"});
+  CHECK(cli.exit_code == 124);  // still watching when timeout stopped it
+  CHECK(cli.out.find("PUT w/b 2") != std::string::npos);
+  CHECK(cli.out.find("SYNCED") != std::string::npos);
+  CHECK(cli.out.find("w/a") == std::string::npos);  // deleted
+}
+
+TEST_CASE("a put acknowledged before kill -9 is there after a restart") {
+  for (const char* durability : {"normal", "full"}) {
+    CAPTURE(durability);
+    TempDir dir;
+    DaemonProcess d(dir.path(), {"--durability", durability});
+    REQUIRE(d.Start());
+    auto stub = StateStub(d);
+    int64_t last_seq = 0;
+    for (int i = 0; i < 50; ++i) {
+      mycel::v1::PutStateRequest req;
+      req.set_key(absl::StrCat("k", i));
+      req.set_value(absl::StrCat(i));
+      mycel::v1::StateObject resp;
+      REQUIRE(stub->Put(Call().get(), req, &resp).ok());
+      last_seq = resp.seq();
+    }
+    CHECK(d.Signal(SIGKILL) == 128 + SIGKILL);
+    REQUIRE(d.Start());
+    auto after = StateStub(d);
+    for (int i = 0; i < 50; ++i) {
+      mycel::v1::GetStateRequest req;
+      req.set_key(absl::StrCat("k", i));
+      mycel::v1::StateObject resp;
+      grpc::Status st = after->Get(Call().get(), req, &resp);
+      REQUIRE_MESSAGE(st.ok(), st.error_message());
+      CHECK(resp.value() == absl::StrCat(i));
+      CHECK(resp.origin() == "test-node");
+    }
+    // And the next write takes a sequence number past them, none reused.
+    mycel::v1::PutStateRequest req;
+    req.set_key("next");
+    req.set_value("1");
+    mycel::v1::StateObject resp;
+    REQUIRE(after->Put(Call().get(), req, &resp).ok());
+    CHECK(resp.seq() > last_seq);
+  }
+}
+
+TEST_CASE("myceld refuses an unknown --durability, naming it") {
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--durability", "sometimes"});
+  CHECK(!d.Start(std::chrono::seconds(10)));
+  CHECK(d.Log().find("durability: want normal or full") != std::string::npos);
+}
+
+TEST_CASE(
+    "mycel query prints a table or JSON and refuses what is not a "
+    "SELECT") {
+  TempDir dir;
+  DaemonProcess d(dir.path());
+  REQUIRE(d.Start());
+  REQUIRE(d.Cli({"state", "put", "q/a", R"({"n": 7})"}).exit_code == 0);
+  auto table =
+      d.Cli({"query", "SELECT key, value ->> '$.n' AS n FROM kv ORDER BY key"});
+  REQUIRE_MESSAGE(table.exit_code == 0, table.err);
+  CHECK(table.out.find("key") != std::string::npos);
+  CHECK(table.out.find("q/a") != std::string::npos);
+  CHECK(table.out.find("7") != std::string::npos);
+  auto json = d.Cli({"-o", "json", "query",
+                     "SELECT key, value ->> '$.n' AS n, NULL AS z FROM kv"});
+  REQUIRE(json.exit_code == 0);
+  CHECK(json.out == "[\n  {\"key\": \"q/a\", \"n\": 7, \"z\": null}\n]\n");
+  auto nodes = d.Cli({"query", "SELECT count(*) FROM members"});
+  CHECK(nodes.exit_code == 0);
+  // Text that is not UTF-8 comes back as bytes, not as a broken answer.
+  auto bytes = d.Cli({"-o", "json", "query", "SELECT CAST(x'ff00' AS TEXT)"});
+  CHECK(bytes.exit_code == 0);
+  CHECK(bytes.out.find("\"ff00\"") != std::string::npos);
+
+  auto drop = d.Cli({"query", "DROP TABLE objects"});
+  CHECK(drop.exit_code == 1);
+  CHECK(drop.err.find("only SELECT") != std::string::npos);
+  auto secret = d.Cli({"query", "SELECT * FROM join_tokens"});
+  CHECK(secret.exit_code == 1);
+  CHECK(secret.err.find("may not read") != std::string::npos);
+  auto forever =
+      d.Cli({"query", "--timeout-ms", "300",
+             "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
+             "SELECT count(*) FROM c"});
+  CHECK(forever.exit_code == 1);
+  CHECK(forever.err.find("time limit") != std::string::npos);
+  auto many = d.Cli({"query", "--max-rows", "5",
+                     "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 "
+                     "FROM c LIMIT 1000) SELECT a.x FROM c a, c b"});
+  CHECK(many.exit_code == 0);
+  CHECK(many.err.find("truncated after 5 rows") != std::string::npos);
+  CHECK(d.Cli({"query"}).exit_code == 2);
+  // The daemon is unharmed.
+  CHECK(d.Cli({"state", "get", "q/a"}).exit_code == 0);
+}
+
+}  // namespace
+}  // namespace mycel

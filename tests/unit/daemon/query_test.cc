@@ -1,0 +1,195 @@
+// Read-only SQL over the local replica (daemon/store/query.h): what a query
+// may read and call, and every attack a user could try, each with the
+// status a client sees and nothing changed.
+#include "daemon/store/query.h"
+
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+
+#include "daemon/store/objects.h"
+#include "daemon/store/store.h"
+#include "tests/testing/process.h"
+
+namespace mycel::store {
+namespace {
+
+struct Fixture {
+  Fixture() {
+    auto s = Store::Open(dir.Sub("q.db"), Store::Options{.origin = "n1"});
+    REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    store = *std::move(s);
+    objects = std::make_unique<ObjectStore>(store.get());
+    REQUIRE(objects->Write("kv", "app/a", R"({"n": 1})").ok());
+    REQUIRE(objects->Write("kv", "app/b", R"({"n": 2})").ok());
+    REQUIRE(objects->Write("kv", "gone", "0").ok());
+    REQUIRE(objects->Write("kv", "gone", std::nullopt).ok());
+    REQUIRE(objects->Write("other", "x", "secret-ish").ok());
+    REQUIRE(store
+                ->Execute("INSERT INTO join_tokens(id, secret_hash, "
+                          "created_us, expires_us, uses_left) "
+                          "VALUES('t1', 'hash-of-secret', 0, 0, 1)")
+                .ok());
+  }
+  absl::StatusOr<QueryResult> Run(const std::string& sql,
+                                  QueryLimits limits = {}) {
+    return RunQuery(store.get(), sql, limits);
+  }
+  // What must not change whatever a query does.
+  int64_t Count(const char* sql) {
+    int64_t n = -1;
+    REQUIRE(store
+                ->Query(
+                    sql, [](Stmt&) {},
+                    [&](const Stmt& st) {
+                      n = st.ColumnInt(0);
+                      return absl::OkStatus();
+                    })
+                .ok());
+    return n;
+  }
+
+  testing::TempDir dir;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<ObjectStore> objects;
+};
+
+TEST_CASE("a SELECT over kv answers live keys with their JSON and version") {
+  Fixture f;
+  auto r =
+      f.Run("SELECT key, value ->> '$.n' AS n, version FROM kv ORDER BY key");
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK(r->columns == std::vector<std::string>{"key", "n", "version"});
+  REQUIRE(r->rows.size() == 2);  // the deleted key and other namespaces: no
+  CHECK(r->rows[0][0].bytes == "app/a");
+  CHECK(r->rows[0][1].type == QueryValue::Type::kInteger);
+  CHECK(r->rows[0][1].integer == 1);
+  CHECK(r->rows[0][2].bytes == "n1:1");
+  CHECK(!r->truncated);
+}
+
+TEST_CASE("every relation can be read, with joins, CTEs and aggregates") {
+  Fixture f;
+  for (absl::string_view rel : QueryRelations()) {
+    auto r = f.Run(absl::StrCat("SELECT count(*) FROM ", rel));
+    CHECK_MESSAGE(r.ok(), rel, ": ", r.status().ToString());
+  }
+  auto changes = f.Run("SELECT count(*) FROM changes WHERE origin='n1'");
+  REQUIRE(changes.ok());
+  CHECK(changes->rows[0][0].integer == 5);
+  auto cte = f.Run(
+      "WITH k AS (SELECT key FROM kv) SELECT k.key, c.seq FROM k JOIN "
+      "changes c ON c.key = 'kv/' || k.key ORDER BY c.seq");
+  REQUIRE_MESSAGE(cte.ok(), cte.status().ToString());
+  CHECK(cte->rows.size() == 2);
+}
+
+TEST_CASE("attacks are refused with a real status and change nothing") {
+  Fixture f;
+  const int64_t objects = f.Count("SELECT count(*) FROM objects");
+  const int64_t tokens = f.Count("SELECT count(*) FROM join_tokens");
+  struct Attack {
+    const char* sql;
+    absl::StatusCode code;
+    const char* says;
+  };
+  const Attack attacks[] = {
+      {"ATTACH DATABASE '/tmp/x' AS x", absl::StatusCode::kPermissionDenied,
+       "ATTACH"},
+      {"PRAGMA writable_schema=1", absl::StatusCode::kPermissionDenied,
+       "PRAGMA"},
+      {"PRAGMA table_info(kv)", absl::StatusCode::kPermissionDenied, "PRAGMA"},
+      {"INSERT INTO kv(key) VALUES('x')", absl::StatusCode::kPermissionDenied,
+       ""},
+      {"UPDATE objects SET value='1'", absl::StatusCode::kPermissionDenied, ""},
+      {"DELETE FROM objects", absl::StatusCode::kPermissionDenied, ""},
+      {"DROP TABLE objects", absl::StatusCode::kPermissionDenied, ""},
+      {"CREATE TABLE t(x)", absl::StatusCode::kPermissionDenied, ""},
+      {"SELECT load_extension('x')", absl::StatusCode::kPermissionDenied,
+       "load_extension"},
+      {"SELECT readfile('/etc/passwd')", absl::StatusCode::kInvalidArgument,
+       "readfile"},
+      {"SELECT randomblob(1000000000)", absl::StatusCode::kPermissionDenied,
+       "randomblob"},
+      {"SELECT * FROM join_tokens", absl::StatusCode::kPermissionDenied,
+       "join_tokens"},
+      {"SELECT * FROM mesh", absl::StatusCode::kPermissionDenied, "mesh"},
+      {"SELECT count(*) FROM main.join_tokens",
+       absl::StatusCode::kPermissionDenied, "join_tokens"},
+      {"SELECT count(*) FROM join_tokens", absl::StatusCode::kPermissionDenied,
+       "join_tokens"},
+      {"SELECT count(*) FROM sqlite_schema",
+       absl::StatusCode::kPermissionDenied, "sqlite_"},
+      {"WITH join_tokens AS (SELECT 1) SELECT count(*) FROM join_tokens",
+       absl::StatusCode::kPermissionDenied, "join_tokens"},
+      {"SELECT * FROM objects", absl::StatusCode::kPermissionDenied, "objects"},
+      {"SELECT * FROM main.members", absl::StatusCode::kPermissionDenied,
+       "members"},
+      {"SELECT * FROM sqlite_schema", absl::StatusCode::kPermissionDenied,
+       "sqlite_"},
+      // A CTE named as a relation reports that name as SQLite's 4th
+      // authorizer argument; it must not open the table behind it.
+      {"WITH kv AS (SELECT * FROM main.join_tokens) SELECT * FROM kv",
+       absl::StatusCode::kPermissionDenied, "join_tokens"},
+      {"SELECT * FROM json_each('[1]')", absl::StatusCode::kPermissionDenied,
+       ""},
+      {"SELECT 1; DROP TABLE objects", absl::StatusCode::kInvalidArgument,
+       "more than one statement"},
+      {"SELECT 1; SELECT 2", absl::StatusCode::kInvalidArgument,
+       "more than one statement"},
+      {"BEGIN", absl::StatusCode::kPermissionDenied, ""},
+      {"VACUUM INTO '/tmp/copy.db'", absl::StatusCode::kPermissionDenied, ""},
+      {"", absl::StatusCode::kInvalidArgument, "empty"},
+      {"SELEC 1", absl::StatusCode::kInvalidArgument, "syntax"},
+  };
+  for (const Attack& a : attacks) {
+    auto r = f.Run(a.sql);
+    CHECK_MESSAGE(r.status().code() == a.code, a.sql, " -> ",
+                  r.status().ToString());
+    CHECK_MESSAGE(r.status().message().find(a.says) != absl::string_view::npos,
+                  a.sql, " -> ", r.status().ToString());
+  }
+  CHECK(f.Count("SELECT count(*) FROM objects") == objects);
+  CHECK(f.Count("SELECT count(*) FROM join_tokens") == tokens);
+  CHECK(f.Count("SELECT count(*) FROM sqlite_schema WHERE name='t'") == 0);
+}
+
+TEST_CASE("a query that runs forever stops at its time limit") {
+  Fixture f;
+  QueryLimits limits;
+  limits.timeout = absl::Milliseconds(200);
+  const absl::Time start = absl::Now();
+  auto r = f.Run(
+      "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
+      "SELECT count(*) FROM c",
+      limits);
+  CHECK_MESSAGE(absl::IsDeadlineExceeded(r.status()), r.status().ToString());
+  CHECK(r.status().message().find("time limit") != absl::string_view::npos);
+  CHECK(absl::Now() - start < absl::Seconds(5));
+}
+
+TEST_CASE("a cross join of millions of rows stops at the row limit") {
+  Fixture f;
+  QueryLimits limits;
+  limits.max_rows = 1000;
+  auto r = f.Run(
+      "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT "
+      "2000) SELECT a.x, b.x FROM c a, c b",
+      limits);
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK(r->rows.size() == 1000);
+  CHECK(r->truncated);
+}
+
+TEST_CASE("a value past the size limit is RESOURCE_EXHAUSTED") {
+  Fixture f;
+  QueryLimits limits;
+  limits.max_bytes = 1 << 20;
+  auto r =
+      f.Run("SELECT replace(printf('%.*c', 900000, 'x'), 'x', 'xx')", limits);
+  CHECK_MESSAGE(absl::IsResourceExhausted(r.status()), r.status().ToString());
+}
+
+}  // namespace
+}  // namespace mycel::store

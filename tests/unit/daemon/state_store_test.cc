@@ -1,0 +1,213 @@
+// The user key/value namespace (daemon/store/state_store.h): writes through
+// ObjectStore, pages, revisions, and what a watch reads after a revision,
+// including compaction.
+#include "daemon/store/state_store.h"
+
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+
+#include "daemon/store/objects.h"
+#include "daemon/store/store.h"
+#include "runtime/manual_clock.h"
+#include "tests/testing/process.h"
+
+namespace mycel::store {
+namespace {
+
+struct Fixture {
+  Fixture() : clock(absl::FromUnixSeconds(1'800'000'000)) {
+    auto s = Store::Open(dir.Sub("n1.db"),
+                         Store::Options{.origin = "n1", .clock = &clock});
+    REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    store = *std::move(s);
+    objects = std::make_unique<ObjectStore>(store.get());
+    state = std::make_unique<StateStore>(objects.get(), store.get());
+  }
+  ObjectChange Put(const std::string& key, const std::string& value) {
+    auto c = state->Put(key, value, std::nullopt);
+    REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+    return *c;
+  }
+  int64_t Revision() {
+    auto r = state->Revision();
+    REQUIRE(r.ok());
+    return *r;
+  }
+  StateChanges Since(const std::string& prefix, int64_t after,
+                     int limit = 100) {
+    auto c = state->ChangesSince(prefix, after, limit);
+    REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+    return *c;
+  }
+
+  testing::TempDir dir;
+  ManualClock clock;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<ObjectStore> objects;
+  std::unique_ptr<StateStore> state;
+};
+
+TEST_CASE("a put is stamped, logged and read back in the kv namespace") {
+  Fixture f;
+  ObjectChange c = f.Put("app/a", R"({"x": 1})");
+  CHECK(c.ns == "kv");
+  CHECK(c.stamp.origin == "n1");
+  CHECK(c.stamp.seq == 1);
+  auto o = f.state->Get("app/a");
+  REQUIRE(o.ok());
+  CHECK(*o->value == R"({"x": 1})");
+  // Through ObjectStore: in the change log, so it replicates.
+  auto batch = f.objects->ReadChanges("n1", 0, 1 << 20);
+  REQUIRE(batch.ok());
+  REQUIRE(batch->changes.size() == 1);
+  CHECK(batch->changes[0].key == "app/a");
+  CHECK(absl::IsNotFound(f.state->Get("nope").status()));
+}
+
+TEST_CASE(
+    "compare-and-set: the version read, none for absent, else "
+    "FAILED_PRECONDITION naming the version held") {
+  Fixture f;
+  auto absent = f.state->Put("k", "1", ObjectVersion{});
+  REQUIRE(absent.ok());
+  auto again = f.state->Put("k", "2", ObjectVersion{});
+  CHECK(absl::IsFailedPrecondition(again.status()));
+  CHECK(again.status().message().find("n1:1") != absl::string_view::npos);
+  auto ok = f.state->Put("k", "3", ObjectVersion{"n1", 1});
+  REQUIRE(ok.ok());
+  auto stale = f.state->Put("k", "4", ObjectVersion{"n1", 1});
+  CHECK(absl::IsFailedPrecondition(stale.status()));
+  CHECK(*f.state->Get("k")->value == "3");
+}
+
+TEST_CASE("List pages by key with a prefix and carries the revision") {
+  Fixture f;
+  for (const char* k : {"a/1", "a/2", "a/3", "b/1"}) f.Put(k, "true");
+  REQUIRE(f.state->Delete("a/2").ok());
+  auto p1 = f.state->List("a/", "", 1);
+  REQUIRE(p1.ok());
+  REQUIRE(p1->objects.size() == 1);
+  CHECK(p1->objects[0].key == "a/1");
+  CHECK(p1->next_after == "a/1");
+  CHECK(p1->revision == f.Revision());
+  auto p2 = f.state->List("a/", p1->next_after, 1);
+  REQUIRE(p2.ok());
+  REQUIRE(p2->objects.size() == 1);
+  CHECK(p2->objects[0].key == "a/3");  // a/2 is deleted
+  auto p3 = f.state->List("a/", p2->next_after, 1);
+  REQUIRE(p3.ok());
+  CHECK(p3->objects.empty());
+  CHECK(p3->next_after.empty());
+}
+
+TEST_CASE("revisions grow with every change and a key's changes coalesce") {
+  Fixture f;
+  CHECK(f.Revision() == 0);
+  f.Put("a", "1");
+  f.Put("b", "1");
+  const int64_t r2 = f.Revision();
+  CHECK(r2 == 2);
+  f.Put("a", "2");
+  f.Put("a", "3");
+  REQUIRE(f.state->Delete("b").ok());
+  CHECK(f.Revision() == 5);
+  StateChanges c = f.Since("", r2);
+  // a changed twice: one entry, its latest value.
+  REQUIRE(c.changes.size() == 2);
+  CHECK(c.changes[0].key == "a");
+  CHECK(c.changes[0].revision == 4);
+  CHECK(*c.changes[0].object->value == "3");
+  CHECK(c.changes[1].key == "b");
+  CHECK(!c.changes[1].object->value.has_value());  // deleted: tombstone
+  CHECK(c.revision == 5);
+  // A prefix filters, and the reader still moves to the latest revision.
+  StateChanges only_b = f.Since("b", 0);
+  REQUIRE(only_b.changes.size() == 1);
+  CHECK(only_b.revision == 5);
+  // A limit stops at the last change returned.
+  StateChanges one = f.Since("", 0, 1);
+  REQUIRE(one.changes.size() == 1);
+  CHECK(one.revision == one.changes[0].revision);
+}
+
+TEST_CASE("changes received from another origin get revisions too") {
+  Fixture f;
+  ObjectChange c;
+  c.stamp = {"n2", 1, 1};
+  c.ns = "kv";
+  c.key = "remote";
+  c.value = "\"hi\"";
+  auto r = f.objects->ApplyRemote(c, "n2");
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  StateChanges s = f.Since("", 0);
+  REQUIRE(s.changes.size() == 1);
+  CHECK(s.changes[0].key == "remote");
+  CHECK(s.changes[0].object->stamp.origin == "n2");
+  // Another namespace is not the user's.
+  REQUIRE(f.objects->Write("other", "x", "1").ok());
+  CHECK(f.Since("", s.revision).changes.empty());
+}
+
+TEST_CASE("a resume from below a collected tombstone is OUT_OF_RANGE") {
+  Fixture f;
+  f.Put("gone", "1");
+  const int64_t before = f.Revision();
+  REQUIRE(f.state->Delete("gone").ok());
+  f.Put("stays", "1");
+  const int64_t after_delete = f.Revision();
+  // Every member has seen everything: the tombstone goes.
+  auto gc = f.objects->CollectGarbage({{"n1", 100}}, 0);
+  REQUIRE(gc.ok());
+  CHECK(gc->tombstones == 1);
+  auto stale = f.state->ChangesSince("", before, 100);
+  CHECK(absl::IsOutOfRange(stale.status()));
+  CHECK(stale.status().message().find("compacted") != absl::string_view::npos);
+  // From at or after the collected change, nothing is missing.
+  CHECK(f.state->ChangesSince("", after_delete, 100).ok());
+  CHECK(f.Revision() == after_delete);
+  // A revision this node never gave.
+  auto ahead = f.state->ChangesSince("", after_delete + 10, 100);
+  CHECK(absl::IsOutOfRange(ahead.status()));
+}
+
+TEST_CASE("revisions survive a restart and are not reused") {
+  Fixture f;
+  f.Put("a", "1");
+  f.Put("a", "2");
+  const int64_t r = f.Revision();
+  f.state.reset();
+  f.objects.reset();
+  f.store.reset();
+  auto s = Store::Open(f.dir.Sub("n1.db"),
+                       Store::Options{.origin = "n1", .clock = &f.clock});
+  REQUIRE(s.ok());
+  f.store = *std::move(s);
+  f.objects = std::make_unique<ObjectStore>(f.store.get());
+  f.state = std::make_unique<StateStore>(f.objects.get(), f.store.get());
+  CHECK(f.Revision() == r);
+  f.Put("a", "3");
+  CHECK(f.Revision() == r + 1);
+}
+
+TEST_CASE("--durability full is synchronous=FULL, normal is NORMAL") {
+  testing::TempDir dir;
+  for (bool full : {false, true}) {
+    auto s = Store::Open(dir.Sub(full ? "full.db" : "normal.db"),
+                         Store::Options{.synchronous_full = full});
+    REQUIRE(s.ok());
+    int64_t mode = -1;
+    REQUIRE((*s)->Query(
+                    "PRAGMA synchronous", [](Stmt&) {},
+                    [&](const Stmt& st) {
+                      mode = st.ColumnInt(0);
+                      return absl::OkStatus();
+                    })
+                .ok());
+    CHECK(mode == (full ? 2 : 1));  // FULL is 2, NORMAL 1
+  }
+}
+
+}  // namespace
+}  // namespace mycel::store
