@@ -219,6 +219,10 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
   if (store_ != nullptr) {
     if (state_ == nullptr) {
       objects_ = std::make_unique<store::ObjectStore>(store_.get());
+      // Before any write: every local change is pushed to the peers.
+      objects_->SetChangeListener([this](const store::ObjectChange& c) {
+        replication_.OnLocalChange(c);
+      });
       state_ =
           std::make_unique<store::StateStore>(objects_.get(), store_.get());
       state_watchers_ = std::make_unique<StateWatchers>(state_.get(), &io_);
@@ -335,6 +339,8 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
       MakeServices(host, schema_version, safe_mode, tcp_authz_.get()));
   services_.back()->gossip =
       std::make_unique<GossipService>(tcp_authz_.get(), &membership_);
+  services_.back()->replication =
+      std::make_unique<ReplicationService>(tcp_authz_.get(), &replication_);
   ApiServer::Endpoint e;
   e.name = "tcp";
   e.socket = std::move(tcp);
@@ -416,7 +422,47 @@ void Daemon::StartMembership(int tcp_port) {
   o.io = &io_;
   o.store = store_.get();
   absl::Status s = membership_.Start(std::move(o));
-  if (!s.ok()) log::Error("membership not started", {{"error", s}});
+  if (!s.ok()) {
+    log::Error("membership not started", {{"error", s}});
+    return;
+  }
+  StartReplication();
+}
+
+void Daemon::StartReplication() {
+  identity::PeerChannels* channels =
+      mesh_ != nullptr ? mesh_->channels() : nullptr;
+  if (channels == nullptr || objects_ == nullptr) {
+    log::Warn(
+        "replicated state is not gossiped: the node serves with --tls-* "
+        "files rather than a mesh certificate (mycel mesh init or join)");
+    return;
+  }
+  replication::NodeReplication::Options o;
+  o.name = config_.node_name();
+  o.objects = objects_.get();
+  o.clock = &clock_;
+  o.io = &io_;
+  o.channels = [channels](absl::string_view name, absl::string_view address) {
+    return channels->Get(name, address);
+  };
+  o.members = [this](std::vector<replication::ReplicationPeer>* live,
+                     std::vector<std::string>* away) {
+    absl::StatusOr<std::vector<membership::MemberInfo>> members =
+        membership_.Members();
+    if (!members.ok()) return;
+    for (const membership::MemberInfo& m : *members) {
+      if (m.self) continue;
+      if (m.state == membership::MemberState::kAlive && !m.addresses.empty()) {
+        live->push_back({m.name, m.addresses.front()});
+      } else if (m.state == membership::MemberState::kSuspect ||
+                 m.state == membership::MemberState::kDead) {
+        away->push_back(m.name);
+      }
+    }
+  };
+  absl::Status s = replication_.Start(std::move(o));
+  if (!s.ok()) log::Error("replication not started", {{"error", s}});
 }
 
 std::string Daemon::CgroupSubtree() const {
@@ -642,6 +688,7 @@ void Daemon::Stop() {
     // Peers see this node stop answering, as after a crash; a graceful
     // departure is `mycel mesh leave`.
     membership_.Stop();
+    replication_.Stop();
     if (mesh_server_ != nullptr) {
       mesh_server_->Shutdown(std::chrono::seconds(5));
     }

@@ -20,6 +20,7 @@
 #include "daemon/server/mesh_service.h"
 #include "daemon/server/node_service.h"
 #include "daemon/server/query_service.h"
+#include "daemon/server/replication_service.h"
 #include "daemon/server/state_service.h"
 #include "daemon/store/store.h"
 #include "mesh/identity/authorizer.h"
@@ -27,6 +28,7 @@
 #include "mesh/identity/peer_calls.h"
 #include "mesh/identity/trust.h"
 #include "mesh/membership/node_membership.h"
+#include "mesh/replication/node_replication.h"
 #include "mycel/v1/config.pb.h"
 #include "runtime/asio_clock.h"
 #include "runtime/host_info.h"
@@ -75,15 +77,17 @@ class Daemon {
     std::unique_ptr<ExecutablesService> executables;
     std::unique_ptr<MeshService> mesh;  // null in safe mode
     std::unique_ptr<MembershipService> membership;
-    std::unique_ptr<GossipService> gossip;  // the TCP endpoint's only
-    std::unique_ptr<StateService> state;  // null without a store
-    std::unique_ptr<QueryService> query;  // null without a store
+    std::unique_ptr<GossipService> gossip;            // the TCP endpoint's only
+    std::unique_ptr<ReplicationService> replication;  // TCP only
+    std::unique_ptr<StateService> state;              // null without a store
+    std::unique_ptr<QueryService> query;              // null without a store
     std::vector<grpc::Service*> all() const {
       std::vector<grpc::Service*> out = {node.get(), cells.get(),
                                          executables.get()};
       if (mesh != nullptr) out.push_back(mesh.get());
       if (membership != nullptr) out.push_back(membership.get());
       if (gossip != nullptr) out.push_back(gossip.get());
+      if (replication != nullptr) out.push_back(replication.get());
       if (state != nullptr) out.push_back(state.get());
       if (query != nullptr) out.push_back(query.get());
       return out;
@@ -110,6 +114,9 @@ class Daemon {
   // advertised when --advertise says port 0) with mesh credentials; a
   // failure is logged, and the API keeps serving without membership.
   void StartMembership(int tcp_port);
+  // Starts replicating the shared objects once membership runs with the
+  // node's mesh certificate.
+  void StartReplication();
   std::string CgroupSubtree() const;
   void StartCells(const HostInfo& host);
   void ArmSignals();
@@ -150,6 +157,9 @@ class Daemon {
   // Before the services and servers that call into it, so it outlives
   // them.
   membership::NodeMembership membership_;
+  // The replicated store's gossip, over the mesh's peer channels, to the
+  // members membership knows.
+  replication::NodeReplication replication_;
   std::vector<std::unique_ptr<ServiceSet>> services_;
   std::unique_ptr<ApiServer> server_;
   // The TCP listener started after the node entered a mesh (see

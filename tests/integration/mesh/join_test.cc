@@ -290,3 +290,60 @@ TEST_CASE("node certificates renew themselves at two thirds of their life") {
 
 }  // namespace
 }  // namespace mycel
+
+namespace mycel {
+namespace {
+
+// The value of `key` on `n` (mycel state get), or "" when it has none.
+std::string StateGet(const Node& n, const std::string& key) {
+  CommandResult r = n.Local({"state", "get", key});
+  return r.exit_code == 0 ? std::string(absl::StripAsciiWhitespace(r.out)) : "";
+}
+
+TEST_CASE(
+    "joined nodes find each other and replicate state, across a restart") {
+  Node a({"--node-name", "a"});
+  Node b({"--node-name", "b"});
+  Node c({"--node-name", "c"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  REQUIRE(c.daemon.Start());
+  // No seeds given: each joined node gossips with the authority it joined
+  // through, and learns of the others from it.
+  REQUIRE(Join(b, a, Token(a)).exit_code == 0);
+  REQUIRE(Join(c, a, Token(a)).exit_code == 0);
+  CHECK(Eventually(
+      [&] {
+        CommandResult m = c.Local({"mesh", "members"});
+        return m.exit_code == 0 && Contains(m.out, b.addr) &&
+               Contains(m.out, a.addr);
+      },
+      absl::Seconds(15)));
+  // A write on any node reaches the others.
+  REQUIRE(a.Local({"state", "put", "app/color", "\"blue\""}).exit_code == 0);
+  absl::Time put = absl::Now();
+  CHECK(Eventually([&] { return StateGet(c, "app/color") == "\"blue\""; },
+                   absl::Seconds(10)));
+  MESSAGE("a write on a reached c after ",
+          absl::FormatDuration(absl::Now() - put));
+  CHECK(Eventually([&] { return StateGet(b, "app/color") == "\"blue\""; },
+                   absl::Seconds(10)));
+  // c stops; writes continue; c restarts and catches up, and its own
+  // writes flow back.
+  REQUIRE(c.daemon.Signal(SIGTERM) == 0);
+  for (int i = 0; i < 20; ++i) {
+    REQUIRE(
+        b.Local({"state", "put", absl::StrCat("while/", i), absl::StrCat(i)})
+            .exit_code == 0);
+  }
+  REQUIRE(c.daemon.Start());
+  CHECK(Eventually([&] { return StateGet(c, "while/19") == "19"; },
+                   absl::Seconds(20)));
+  CHECK(StateGet(c, "while/0") == "0");
+  REQUIRE(c.Local({"state", "put", "from/c", "true"}).exit_code == 0);
+  CHECK(Eventually([&] { return StateGet(a, "from/c") == "true"; },
+                   absl::Seconds(10)));
+}
+
+}  // namespace
+}  // namespace mycel

@@ -1,0 +1,102 @@
+#include "mesh/replication/node_replication.h"
+
+#include <atomic>
+
+namespace mycel::replication {
+
+// Polls the members on the clock and hands them to the driver; stops when
+// told to (the clock cannot cancel a timer).
+struct NodeReplication::Poller : std::enable_shared_from_this<Poller> {
+  Clock* clock = nullptr;
+  ReplicationDriver* driver = nullptr;
+  MemberSource members;
+  absl::Duration every;
+  std::atomic<bool> stopped{false};
+
+  void Run() {
+    if (stopped.load()) return;
+    std::vector<ReplicationPeer> live;
+    std::vector<std::string> away;
+    members(&live, &away);
+    driver->SetMembers(std::move(live), std::move(away));
+    clock->RunAfter(every, [self = shared_from_this()] { self->Run(); });
+  }
+};
+
+absl::Status NodeReplication::Start(Options o) {
+  absl::MutexLock lock(&mu_);
+  if (driver_ != nullptr || stopped_) {
+    return absl::AlreadyExistsError("replication: already started");
+  }
+  if (o.objects == nullptr || !o.members) {
+    return absl::InvalidArgumentError(
+        "replication: objects and members are required");
+  }
+  log_ = std::make_unique<ObjectStoreLog>(o.objects);
+  transport_ =
+      std::make_unique<GrpcTransport>(std::move(o.channels), o.call_deadline);
+  ReplicationDriverOptions d;
+  d.replicator.name = o.name;
+  d.replicator.random_seed = absl::ToUnixNanos(o.clock->Now());
+  d.clock = o.clock;
+  d.io = o.io;
+  d.transport = transport_.get();
+  d.log = log_.get();
+  absl::StatusOr<std::unique_ptr<ReplicationDriver>> driver =
+      ReplicationDriver::Start(std::move(d));
+  if (!driver.ok()) return driver.status();
+  driver_ = *std::move(driver);
+  poller_ = std::make_shared<Poller>();
+  poller_->clock = o.clock;
+  poller_->driver = driver_.get();
+  poller_->members = std::move(o.members);
+  poller_->every = o.member_poll;
+  poller_->Run();
+  return absl::OkStatus();
+}
+
+bool NodeReplication::running() const {
+  absl::MutexLock lock(&mu_);
+  return driver_ != nullptr && !stopped_;
+}
+
+absl::Status NodeReplication::Deliver(std::string peer, std::string bytes) {
+  absl::MutexLock lock(&mu_);
+  if (driver_ == nullptr || stopped_) {
+    return absl::FailedPreconditionError(
+        "this node does not replicate (it serves no mesh yet)");
+  }
+  driver_->Deliver(std::move(peer), std::move(bytes));
+  return absl::OkStatus();
+}
+
+void NodeReplication::OnLocalChange(const store::ObjectChange& change) {
+  absl::MutexLock lock(&mu_);
+  if (driver_ != nullptr && !stopped_) driver_->OnLocalChange(change);
+}
+
+absl::StatusOr<std::vector<PeerLag>> NodeReplication::Lag() const {
+  absl::MutexLock lock(&mu_);
+  if (driver_ == nullptr) {
+    return absl::FailedPreconditionError("this node does not replicate");
+  }
+  return driver_->Lag();
+}
+
+absl::StatusOr<ReplicationDriverStats> NodeReplication::Stats() const {
+  absl::MutexLock lock(&mu_);
+  if (driver_ == nullptr) {
+    return absl::FailedPreconditionError("this node does not replicate");
+  }
+  return driver_->Stats();
+}
+
+void NodeReplication::Stop() {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  if (poller_ != nullptr) poller_->stopped.store(true);
+  if (driver_ != nullptr) driver_->Stop();
+}
+
+}  // namespace mycel::replication
