@@ -155,11 +155,14 @@ int Members(Context& ctx, const std::vector<std::string>& args) {
                m.addresses().empty() ? "-" : m.addresses(0),
                StateName(m.state()), absl::StrCat(m.incarnation()),
                labels.empty() ? "-" : absl::StrJoin(labels, ","),
-               m.self() ? "-" : Ago(m, now)});
+               m.self() ? "-" : Ago(m, now),
+               m.replication_behind() < 0
+                   ? "-"
+                   : absl::StrCat(m.replication_behind())});
         }
-        PrintTable(
-            {"NAME", "ADDRESS", "STATE", "INCARNATION", "LABELS", "LAST HEARD"},
-            rows);
+        PrintTable({"NAME", "ADDRESS", "STATE", "INCARNATION", "LABELS",
+                    "LAST HEARD", "BEHIND"},
+                   rows);
         return kExitOk;
       });
 }
@@ -464,9 +467,9 @@ constexpr Command kCommands[] = {
      Peers},
     {"members", "", "list the members of the mesh as this node sees them",
      "NAME, ADDRESS, STATE (alive, suspect, dead, left), INCARNATION (grows\n"
-     "with every restart or change of the member), LABELS and LAST HEARD\n"
-     "(the last message this node had from it directly). -o json prints\n"
-     "every field.\n",
+     "with every restart or change of the member), LABELS, LAST HEARD (the\n"
+     "last message this node had from it directly) and BEHIND (replicated\n"
+     "changes it lacks, by its last digest). -o json prints every field.\n",
      Members},
     {"leave", "[--wait 5s]", "leave the mesh gracefully",
      "Gossips a signed leaving record for up to --wait (default 5s), then\n"

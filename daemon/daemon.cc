@@ -200,7 +200,8 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
   set->node = std::make_unique<NodeService>(std::move(params));
   set->cells = std::make_unique<CellsService>(manager, &io_);
   set->executables = std::make_unique<ExecutablesService>(manager, &io_);
-  set->membership = std::make_unique<MembershipService>(&membership_);
+  set->membership =
+      std::make_unique<MembershipService>(&membership_, &replication_);
   if (mesh_ != nullptr) {
     set->mesh = std::make_unique<MeshService>(
         mesh_.get(), authz, config_.listen(), [this] {

@@ -1,5 +1,6 @@
 #include "daemon/server/membership_service.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "daemon/server/status_convert.h"
 #include "proto/proto_time.h"
 
@@ -32,8 +33,19 @@ grpc::ServerUnaryReactor* MembershipService::ListMembers(
     reactor->Finish(ToGrpc(members.status()));
     return reactor;
   }
+  absl::flat_hash_map<std::string, int64_t> behind;
+  if (replication_ != nullptr) {
+    absl::StatusOr<std::vector<replication::PeerLag>> lag = replication_->Lag();
+    if (lag.ok()) {
+      for (const replication::PeerLag& l : *lag) {
+        if (l.known) behind[l.name] = l.changes_behind;
+      }
+    }
+  }
   for (const membership::MemberInfo& m : *members) {
     mycel::v1::Member* out = resp->add_members();
+    auto lag = behind.find(m.name);
+    out->set_replication_behind(lag == behind.end() ? -1 : lag->second);
     out->set_name(m.name);
     for (const std::string& a : m.addresses) out->add_addresses(a);
     out->set_state(ToProto(m.state));

@@ -8,16 +8,19 @@
 #include <grpcpp/grpcpp.h>
 
 #include "mesh/membership/node_membership.h"
+#include "mesh/replication/node_replication.h"
 #include "mycel/v1/membership.grpc.pb.h"
 
 namespace mycel {
 
-// Thread-safe. `membership` must outlive it. Leave waits for the leave to
+// Thread-safe. `membership` and `replication` (may be null) must outlive
+// it. Leave waits for the leave to
 // be gossiped without parking a server thread (callback API).
 class MembershipService final : public mycel::v1::Membership::CallbackService {
  public:
-  explicit MembershipService(membership::NodeMembership* membership)
-      : membership_(membership) {}
+  MembershipService(membership::NodeMembership* membership,
+                    const replication::NodeReplication* replication)
+      : membership_(membership), replication_(replication) {}
 
   // FAILED_PRECONDITION when this node runs no membership.
   grpc::ServerUnaryReactor* ListMembers(
@@ -33,6 +36,7 @@ class MembershipService final : public mycel::v1::Membership::CallbackService {
 
  private:
   membership::NodeMembership* const membership_;
+  const replication::NodeReplication* const replication_;
 };
 
 }  // namespace mycel

@@ -343,6 +343,20 @@ TEST_CASE(
   REQUIRE(c.Local({"state", "put", "from/c", "true"}).exit_code == 0);
   CHECK(Eventually([&] { return StateGet(a, "from/c") == "true"; },
                    absl::Seconds(10)));
+  // Once digests went both ways, a says c lacks nothing.
+  CHECK(Eventually(
+      [&] {
+        CommandResult m = a.Local({"-o", "json", "mesh", "members"});
+        // b and c at 0; only a itself is -1 (unknown).
+        size_t zeros = 0;
+        for (size_t at = m.out.find("\"replication_behind\": \"0\"");
+             at != std::string::npos;
+             at = m.out.find("\"replication_behind\": \"0\"", at + 1)) {
+          ++zeros;
+        }
+        return m.exit_code == 0 && zeros == 2;
+      },
+      absl::Seconds(15)));
 }
 
 }  // namespace
