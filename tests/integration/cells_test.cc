@@ -386,6 +386,9 @@ TEST_CASE("a cell made from the pool is the cell it was asked for") {
     // hostname and namespaces.
     for (int i = 0; i < 4; ++i) {
       const std::string name = absl::StrCat("pooled-", i);
+      // The pool refills in the background; on a loaded machine it needs a
+      // moment (without one every run may find it empty and make its own).
+      if (i > 0) std::this_thread::sleep_for(std::chrono::seconds(1));
       auto r = n.Cli(
           {"run", "--isolate", "pid,mount,uts,ipc", "--name", name,
            "--memory-max", absl::StrCat(32 + i, "M"), "--pids-max", "50", "--",
