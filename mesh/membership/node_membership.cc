@@ -81,6 +81,33 @@ absl::Status NodeMembership::Start(Options options) {
   d.transport = transport_.get();
   d.store = store_.get();
   ASSIGN_OR_RETURN(driver_, MembershipDriver::Start(std::move(d)));
+  // Operators (and tests/bench/memberlist_bench.sh) follow the mesh in the
+  // log: a line per change of a member's state.
+  driver_->Subscribe([](const MemberEvent& e) {
+    const char* what = nullptr;
+    switch (e.kind) {
+      case MemberEventKind::kJoined:
+        what = "member joined";
+        break;
+      case MemberEventKind::kFailed:
+        what = "member failed";
+        break;
+      case MemberEventKind::kLeft:
+        what = "member left";
+        break;
+      case MemberEventKind::kSuspected:
+        what = "member suspected";
+        break;
+      case MemberEventKind::kRecovered:
+        what = "member recovered";
+        break;
+      case MemberEventKind::kUpdated:
+      case MemberEventKind::kRemoved:
+        break;
+    }
+    if (what == nullptr) return;
+    log::Info(what, {{"member", e.name}, {"incarnation", e.incarnation}});
+  });
   if (!options.seeds.empty()) driver_->Join(options.seeds);
   log::Info("membership: gossiping over gRPC",
             {{"advertise", options.advertise},

@@ -75,7 +75,7 @@
 # (ok|timeout|skipped), detect_s, detect_first_s, detect_kinds, idle_window_s (the mean of the
 # nodes' own windows), idle_nodes, and per survivor node
 # idle_udp_Bps / idle_tcp_Bps / idle_total_Bps / idle_udp_pps arrays.
-# Exit status 77: an implementation is not available (mycel, for now).
+# Exit status 77: an implementation is not available.
 #
 # ---- What an implementation must provide (the plug-in contract) ----------
 # A node program, one process per node, started by impl_node_<impl> below
@@ -237,16 +237,41 @@ impl_node_memberlist() { # NAME PORT SEEDS
   return 0
 }
 
-# mycel: to be filled in by the membership work. impl_prepare_mycel builds
-# or finds the node program (and makes the CA and certificates in $tmp);
-# impl_node_mycel sets `cmd` to a node that speaks the contract above with
-# the p_* parameters and the --encrypt choice ignored (always mTLS).
+# mycel: tests/bench/memberlist/mycel_node.py runs one myceld per node
+# (from $MYCEL_BUILD, default build/) with a node certificate of a shared
+# mesh CA, and turns its log into the contract's EVENT lines. The p_*
+# parameters are memberlist's LAN defaults, which myceld's "lan" profile
+# equals (a mismatch is reported by check_config); --encrypt is ignored
+# (always mTLS).
+mycel_root=
 impl_prepare_mycel() {
-  echo "memberlist_bench.sh: mycel: not built yet (membership node for this" \
-    "bench; see the contract at the top of $0)" >&2
-  exit 77
+  local myceld=${MYCEL_BUILD:-$src/build}/daemon/myceld max=0 n i
+  [[ -x $myceld ]] || die "mycel: $myceld is missing (./dev.sh build, or set MYCEL_BUILD)"
+  ((EUID == 0)) || die "mycel: myceld needs root (cgroups)"
+  mycel_root=$(mktemp -d /tmp/mycel-bench.XXXXXX)
+  for n in "${n_arr[@]}"; do ((n > max)) && max=$n; done
+  log "mycel: a mesh CA and $max node certificates (not timed)"
+  MYCEL_MESH=bench MYCEL_NODE=ca "$src/packaging/gen-pki.sh" "$mycel_root/ca" '' >/dev/null
+  for ((i = 0; i < max; i++)); do
+    mkdir -p "$mycel_root/n$i"
+    cp "$mycel_root/ca/ca.crt" "$mycel_root/ca/ca.key" "$mycel_root/n$i/"
+    MYCEL_MESH=bench MYCEL_NODE=n$i "$src/packaging/gen-pki.sh" "$mycel_root/n$i" '' >/dev/null
+  done
+  impl_version="myceld $("$myceld" --version 2>/dev/null | head -1), gRPC over mTLS"
 }
-impl_node_mycel() { exit 77; }
+impl_node_mycel() { # NAME PORT SEEDS
+  local work
+  work=$(mktemp -d "$mycel_root/run-$1.XXXXXX")
+  cmd=(python3 "$src/tests/bench/memberlist/mycel_node.py"
+    "${MYCEL_BUILD:-$src/build}/daemon/myceld" "$1" "$2" "$3"
+    "$mycel_root/$1" "$work")
+}
+mycel_cleanup() {
+  [[ -n $mycel_root ]] || return 0
+  rm -rf "$mycel_root"
+  # The daemons' (empty) cgroups.
+  rmdir /sys/fs/cgroup/*/mlbench/*/ /sys/fs/cgroup/*/mlbench/ 2>/dev/null || true
+}
 
 # --- set-up -------------------------------------------------------------------
 for impl in "${impl_arr[@]}"; do
@@ -279,6 +304,7 @@ cleanup() {
     [[ -n $p ]] && wait "$p" 2>/dev/null
   done
   rm -rf "$tmp"
+  mycel_cleanup
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
