@@ -19,7 +19,10 @@
 #include "daemon/config.h"
 #include "daemon/server/credentials.h"
 #include "daemon/server/local_peer.h"
+#include "google/protobuf/util/json_util.h"
 #include "mesh/identity/peer_channels.h"
+#include "mycel/v1/mesh.pb.h"
+#include "mycel/v1/node.pb.h"
 #include "runtime/fs.h"
 #include "runtime/host_info.h"
 #include "runtime/log.h"
@@ -38,6 +41,12 @@ absl::Duration BootClockNow() {
 }
 
 namespace {
+
+// Where each node publishes its status in the replicated store (key: its
+// name; the `nodes` view of `mycel query`), and how often it looks whether
+// the status changed.
+constexpr absl::string_view kNodeStatusNamespace = "node.status";
+constexpr absl::Duration kNodeStatusInterval = absl::Seconds(30);
 
 // The signals myceld handles, and what they mean (systemd's meanings).
 struct SignalMeaning {
@@ -224,6 +233,8 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
       objects_->SetChangeListener([this](const store::ObjectChange& c) {
         replication_.OnLocalChange(c);
       });
+      objects_->SetRemoteChangeListener(
+          [this](const store::ObjectChange& c) { OnRemoteChange(c); });
       state_ =
           std::make_unique<store::StateStore>(objects_.get(), store_.get());
       state_watchers_ = std::make_unique<StateWatchers>(state_.get(), &io_);
@@ -463,7 +474,116 @@ void Daemon::StartReplication() {
     }
   };
   absl::Status s = replication_.Start(std::move(o));
-  if (!s.ok()) log::Error("replication not started", {{"error", s}});
+  if (!s.ok()) {
+    log::Error("replication not started", {{"error", s}});
+    return;
+  }
+  boost::asio::post(io_, [this] {
+    // Lists that arrived while this node was down, or before it knew the
+    // CA, are merged now; then this node's own are published.
+    absl::StatusOr<std::vector<store::Object>> lists =
+        objects_->List(identity::kRevocationsNamespace, "");
+    if (lists.ok()) {
+      for (const store::Object& o : *lists) {
+        if (o.value.has_value()) MergePublishedRevocations(o.key, *o.value);
+      }
+    }
+    PublishRevocations();
+    PublishNodeStatus();
+  });
+}
+
+void Daemon::OnRemoteChange(const store::ObjectChange& change) {
+  if (change.ns != identity::kRevocationsNamespace || !change.value) return;
+  boost::asio::post(io_, [this, key = change.key, value = *change.value] {
+    MergePublishedRevocations(key, value);
+  });
+}
+
+void Daemon::MergePublishedRevocations(const std::string& authority,
+                                       const std::string& value) {
+  if (mesh_ == nullptr) return;
+  absl::StatusOr<bool> changed =
+      mesh_->MergeSignedRevocations(authority, value);
+  if (!changed.ok()) {
+    log::Warn("refused a published revocation list",
+              {{"authority", authority}, {"error", changed.status()}});
+  } else if (*changed) {
+    log::Info("revocations received",
+              {{"from", authority},
+               {"generation", mesh_->Revocations().generation()}});
+  }
+}
+
+void Daemon::PublishRevocations() {
+  if (mesh_ == nullptr || objects_ == nullptr || !replication_.running()) {
+    return;
+  }
+  if (!mesh_->Status().authority) return;
+  const std::string self = config_.node_name();
+  const uint64_t generation = mesh_->Revocations().generation();
+  // The same list again would be a write for nothing (the signature
+  // differs each time; the list would not).
+  absl::StatusOr<store::Object> held =
+      objects_->Get(identity::kRevocationsNamespace, self);
+  if (held.ok() && held->value.has_value()) {
+    v1::SignedRevocations was;
+    if (google::protobuf::util::JsonStringToMessage(*held->value, &was).ok() &&
+        was.generation() == generation) {
+      return;
+    }
+  } else if (mesh_->Revocations().empty()) {
+    return;
+  }
+  absl::StatusOr<std::string> value = mesh_->SignedRevocations();
+  absl::Status s = value.status();
+  if (s.ok()) {
+    s = objects_->Write(identity::kRevocationsNamespace, self, *value).status();
+  }
+  if (!s.ok()) {
+    log::Error("cannot publish the revocation list", {{"error", s}});
+    return;
+  }
+  log::Info("revocation list published", {{"generation", generation}});
+}
+
+void Daemon::PublishNodeStatus() {
+  if (objects_ == nullptr || !replication_.running()) return;
+  v1::NodeStatus status;
+  status.set_name(config_.node_name());
+  status.set_version(MYCEL_VERSION);
+  status.set_kernel_release(host_.kernel_release);
+  status.set_cpus(OnlineCpus());
+  status.set_memory_bytes(PhysicalMemoryBytes());
+  status.set_cells(cells_ != nullptr ? cells_->ListCells().size() : 0);
+  status.set_started(
+      absl::FormatTime(absl::RFC3339_sec, started_, absl::UTCTimeZone()));
+  status.set_authority(mesh_ != nullptr && mesh_->Status().authority);
+  absl::StatusOr<std::vector<membership::MemberInfo>> members =
+      membership_.Members();
+  if (members.ok()) {
+    for (const membership::MemberInfo& m : *members) {
+      if (!m.self) continue;
+      for (const std::string& a : m.addresses) status.add_addresses(a);
+      for (const auto& [k, v] : m.labels) (*status.mutable_labels())[k] = v;
+      for (const auto& [k, v] : m.capacity) {
+        (*status.mutable_capacity())[k] = v;
+      }
+    }
+  }
+  std::string json;
+  google::protobuf::util::JsonPrintOptions po;
+  po.preserve_proto_field_names = true;
+  absl::Status s;
+  if (!google::protobuf::util::MessageToJsonString(status, &json, po).ok()) {
+    s = absl::InternalError("node status: cannot encode as JSON");
+  } else if (json != published_status_) {
+    s = objects_->Write(kNodeStatusNamespace, config_.node_name(), json)
+            .status();
+    if (s.ok()) published_status_ = json;
+  }
+  if (!s.ok()) log::Warn("cannot publish the node status", {{"error", s}});
+  clock_.RunAfter(kNodeStatusInterval, [this] { PublishNodeStatus(); });
 }
 
 std::string Daemon::CgroupSubtree() const {
@@ -510,6 +630,10 @@ absl::Status Daemon::Start() {
                                              .trust = &trust_,
                                              .clock = &clock_,
                                              .node_validity = node_validity}));
+  // A revocation made here goes into the replicated store, which carries
+  // it to every member, including those away now.
+  mesh_->SetRevokedListener(
+      [this] { boost::asio::post(io_, [this] { PublishRevocations(); }); });
   RETURN_IF_ERROR(PrepareSocket());
   HostInfo host = ProbeHost();
   StartCells(host);

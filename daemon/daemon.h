@@ -117,6 +117,15 @@ class Daemon {
   // Starts replicating the shared objects once membership runs with the
   // node's mesh certificate.
   void StartReplication();
+  // The mesh's shared state this node keeps in the replicated store, on
+  // the event loop: its own status (node.status), re-published when it
+  // changes; on an authority, its signed revocation list; and every
+  // authority's list merged in as it arrives (OnRemoteChange).
+  void PublishNodeStatus();
+  void PublishRevocations();
+  void MergePublishedRevocations(const std::string& authority,
+                                 const std::string& value);
+  void OnRemoteChange(const store::ObjectChange& change);
   std::string CgroupSubtree() const;
   void StartCells(const HostInfo& host);
   void ArmSignals();
@@ -166,6 +175,8 @@ class Daemon {
   // OnMeshJoined); before that, TCP is part of server_ or not served.
   std::unique_ptr<ApiServer> mesh_server_;
   bool tcp_serving_ = false;
+  // The last node.status value written (event loop only).
+  std::string published_status_;
   HostInfo host_;
   int schema_version_ = 0;
   std::string safe_mode_;

@@ -184,6 +184,13 @@ int OnlineCpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+uint64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
 absl::StatusOr<std::string> Hostname() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) {

@@ -4,6 +4,7 @@
 #ifndef MYCEL_RUNTIME_HOST_INFO_H_
 #define MYCEL_RUNTIME_HOST_INFO_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ int PossibleMemoryNodes();
 
 // The number of CPUs online (at least 1).
 int OnlineCpus();
+
+// The host's physical memory in bytes, or 0 when the kernel does not say.
+uint64_t PhysicalMemoryBytes();
 
 // The node's hostname (gethostname), or an error naming the call.
 absl::StatusOr<std::string> Hostname();

@@ -340,6 +340,7 @@ absl::StatusOr<ApplyResult> ObjectStore::ApplyRemote(const ObjectChange& c,
         return SetVersion(tx, c.stamp.origin, c.stamp.seq);
       });
   RETURN_IF_ERROR(s);
+  if (result == ApplyResult::kApplied && remote_listener_) remote_listener_(c);
   return result;
 }
 
@@ -450,7 +451,10 @@ absl::Status ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
   for (const Object& o : chunk.rows) {
     RETURN_IF_ERROR(Validate(o.ns, o.key, o.value));
   }
-  return store_->InReplicatedTransaction([&](Transaction& tx) -> absl::Status {
+  std::vector<ObjectChange> won;
+  absl::Status s = store_->InReplicatedTransaction([&](Transaction& tx)
+                                                       -> absl::Status {
+    won.clear();  // a retried transaction starts over
     // Ours in the range that the sender no longer has, though it saw them:
     // superseded there, and their successors collected.
     std::vector<Object> ours;
@@ -497,10 +501,16 @@ absl::Status ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
       ASSIGN_OR_RETURN(std::optional<Object> now, Current(tx, o.ns, o.key));
       if (!now.has_value() || Wins(o.stamp, now->stamp)) {
         RETURN_IF_ERROR(Upsert(tx, o.ns, o.key, o.value, o.stamp, owner));
+        won.push_back({o.stamp, o.ns, o.key, o.value});
       }
     }
     return absl::OkStatus();
   });
+  RETURN_IF_ERROR(s);
+  if (remote_listener_) {
+    for (const ObjectChange& c : won) remote_listener_(c);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ObjectStore::FinishResync(const VersionVector& base) {

@@ -125,6 +125,16 @@ class ObjectStore {
   void SetChangeListener(std::function<void(const ObjectChange&)> listener) {
     listener_ = std::move(listener);
   }
+  // Called after a change made by another origin commits and wins its key
+  // (ApplyRemote's kApplied, or a snapshot row that replaced ours), with
+  // the change, on the replication thread. Subsystems whose state rides on
+  // the store (the revocation list) learn of it here. Set before
+  // replication starts; it must not block, and must not write to the store
+  // from within (post the work elsewhere).
+  void SetRemoteChangeListener(
+      std::function<void(const ObjectChange&)> listener) {
+    remote_listener_ = std::move(listener);
+  }
 
   // The owner of (ns, key): empty for a shared object. INVALID_ARGUMENT
   // for a node-owned namespace whose key names no node.
@@ -206,6 +216,7 @@ class ObjectStore {
   Store* const store_;
   const Options options_;
   std::function<void(const ObjectChange&)> listener_;
+  std::function<void(const ObjectChange&)> remote_listener_;
 };
 
 }  // namespace mycel::store

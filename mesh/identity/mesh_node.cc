@@ -1,6 +1,9 @@
 #include "mesh/identity/mesh_node.h"
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "mesh/pki/signature.h"
+#include "mycel/v1/mesh.pb.h"
 #include "runtime/fs.h"
 #include "runtime/status.h"
 
@@ -493,6 +496,13 @@ absl::Status MeshNode::SetRevocationsLocked(const pki::RevocationList& list) {
 
 absl::StatusOr<pki::RevocationList> MeshNode::Revoke(const std::string& target,
                                                      const std::string& kind) {
+  absl::StatusOr<pki::RevocationList> list = RevokeHere(target, kind);
+  if (list.ok() && revoked_listener_) revoked_listener_();
+  return list;
+}
+
+absl::StatusOr<pki::RevocationList> MeshNode::RevokeHere(
+    const std::string& target, const std::string& kind) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(RequireAuthorityLocked("revoke on an authority"));
   std::string how = kind;
@@ -520,6 +530,81 @@ absl::StatusOr<pki::RevocationList> MeshNode::Revoke(const std::string& target,
   }
   RETURN_IF_ERROR(SetRevocationsLocked(list));
   return list;
+}
+
+namespace {
+
+// What the CA signature of a published list covers: a context string, the
+// publishing authority's name, and the list.
+std::string SignedRevocationsBytes(absl::string_view by,
+                                   absl::string_view list) {
+  return absl::StrCat("mycel.revocations.v1", absl::string_view("\0", 1), by,
+                      absl::string_view("\0", 1), list);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> MeshNode::SignedRevocations() const {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(RequireMeshLocked());
+  if (!ca_.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", row_->node,
+                     " is not an authority: only a holder of the CA key "
+                     "publishes revocations"));
+  }
+  const pki::RevocationList list = options_.trust->revocations();
+  v1::SignedRevocations out;
+  out.set_by(row_->node);
+  out.set_generation(list.generation());
+  out.set_list(list.Serialize());
+  ASSIGN_OR_RETURN(
+      *out.mutable_signature(),
+      pki::SignSha256(ca_->private_key(),
+                      SignedRevocationsBytes(out.by(), out.list())));
+  std::string json;
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(out, &json, o).ok()) {
+    return absl::InternalError("revocations: cannot encode as JSON");
+  }
+  return json;
+}
+
+absl::StatusOr<bool> MeshNode::MergeSignedRevocations(absl::string_view key,
+                                                      absl::string_view value) {
+  v1::SignedRevocations in;
+  if (!google::protobuf::util::JsonStringToMessage(std::string(value), &in)
+           .ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("revocations of ", key, ": not a SignedRevocations"));
+  }
+  if (in.by() != key) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "revocations of ", key, ": signed for ", in.by(), ", not ", key));
+  }
+  absl::StatusOr<pki::RevocationList> list =
+      pki::RevocationList::Parse(in.list());
+  if (!list.ok()) {
+    return Annotate(list.status(), absl::StrCat("revocations of ", key));
+  }
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(RequireMeshLocked());
+  absl::Status signed_by_ca = pki::VerifySha256(
+      *ca_cert_, SignedRevocationsBytes(in.by(), in.list()), in.signature());
+  if (!signed_by_ca.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "revocations of ", key, ": not signed by the CA of mesh ", row_->name));
+  }
+  pki::RevocationList merged = options_.trust->revocations();
+  const pki::RevocationList before = merged;
+  merged.Merge(*list);
+  if (merged.serials() == before.serials() &&
+      merged.identities() == before.identities()) {
+    return false;
+  }
+  RETURN_IF_ERROR(SetRevocationsLocked(merged));
+  return true;
 }
 
 absl::StatusOr<bool> MeshNode::MergeRevocations(const pki::RevocationList& in,

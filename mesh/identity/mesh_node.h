@@ -7,6 +7,7 @@
 #ifndef MYCEL_MESH_IDENTITY_MESH_NODE_H_
 #define MYCEL_MESH_IDENTITY_MESH_NODE_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/store/store.h"
@@ -43,6 +45,10 @@ struct UserCredentials {
 };
 
 // What this node is in its mesh.
+// The replicated store's namespace of the authorities' signed revocation
+// lists (node-owned: the key is the authority's name).
+inline constexpr absl::string_view kRevocationsNamespace = "node.revocations";
+
 struct MeshStatus {
   std::string mesh;  // empty: not in a mesh
   std::string node;
@@ -202,6 +208,31 @@ class MeshNode {
       ABSL_LOCKS_EXCLUDED(mu_);
   pki::RevocationList Revocations() const;
 
+  // -- The revocation list in the replicated store. --
+  //
+  // Each authority publishes its list under kRevocationsNamespace, keyed by
+  // its node name, signed with the mesh CA key (mycel.v1.SignedRevocations
+  // as JSON); every node merges every such list it receives. Changes are
+  // relayed, so the origin a change claims proves nothing: the CA
+  // signature is what a receiver trusts, and a union never loses an entry,
+  // so a stale copy replayed later takes nothing back.
+
+  // The value this authority publishes now. FAILED_PRECONDITION on a node
+  // that is not an authority (it holds no CA key).
+  absl::StatusOr<std::string> SignedRevocations() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Merges a value published under `key`. INVALID_ARGUMENT when it is
+  // malformed, not this mesh's CA's signature, or signed for another key.
+  // True when it changed this node's list.
+  absl::StatusOr<bool> MergeSignedRevocations(absl::string_view key,
+                                              absl::string_view value)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Called after Revoke changed the list (outside the lock, on the caller's
+  // thread), so that the daemon publishes it. Set once, before serving.
+  void SetRevokedListener(std::function<void()> fn) {
+    revoked_listener_ = std::move(fn);
+  }
+
   // The nodes this node knows directly (mesh_peers).
   absl::StatusOr<std::vector<PeerRow>> Peers();
 
@@ -226,10 +257,15 @@ class MeshNode {
   absl::StatusOr<pki::Certificate> CheckOwnCertificate(
       const std::string& pem, const std::string& ca_pem,
       const pki::PrivateKey& key) const;
+  // Revoke, without telling the listener.
+  absl::StatusOr<pki::RevocationList> RevokeHere(const std::string& target,
+                                                 const std::string& kind)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status SetRevocationsLocked(const pki::RevocationList& list)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
+  std::function<void()> revoked_listener_;
   MeshStore store_;
   mutable absl::Mutex mu_;
   std::optional<MeshRow> row_ ABSL_GUARDED_BY(mu_);

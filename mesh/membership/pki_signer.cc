@@ -1,6 +1,5 @@
 #include "mesh/membership/pki_signer.h"
 
-#include <openssl/evp.h>
 #include <openssl/x509.h>
 
 #include <memory>
@@ -8,20 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "mesh/pki/certificate.h"
 #include "mesh/pki/private_key.h"
+#include "mesh/pki/signature.h"
 #include "runtime/fs.h"
 #include "runtime/status.h"
 
 namespace mycel::membership {
 namespace {
-
-struct MdCtxFree {
-  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
-};
-using UniqueMdCtx = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
-
-const unsigned char* Bytes(absl::string_view s) {
-  return reinterpret_cast<const unsigned char*>(s.data());
-}
 
 absl::Status SignWith(const pki::Certificate& cert, const pki::PrivateKey& key,
                       Alive* alive) {
@@ -29,22 +20,8 @@ absl::Status SignWith(const pki::Certificate& cert, const pki::PrivateKey& key,
     return absl::InvalidArgumentError(
         "node key: it is not the key of the node certificate");
   }
-  const std::string data = CanonicalAliveBytes(*alive);
-  UniqueMdCtx ctx(EVP_MD_CTX_new());
-  size_t size = 0;
-  if (ctx == nullptr ||
-      EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr,
-                         key.evp()) != 1 ||
-      EVP_DigestSign(ctx.get(), nullptr, &size, Bytes(data), data.size()) !=
-          1) {
-    return absl::InternalError("sign alive record: EVP_DigestSign failed");
-  }
-  std::string signature(size, '\0');
-  if (EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(&signature[0]),
-                     &size, Bytes(data), data.size()) != 1) {
-    return absl::InternalError("sign alive record: EVP_DigestSign failed");
-  }
-  signature.resize(size);
+  ASSIGN_OR_RETURN(std::string signature,
+                   pki::SignSha256(key, CanonicalAliveBytes(*alive)));
   alive->signature = std::move(signature);
   alive->certificate = cert.der();
   return absl::OkStatus();
@@ -92,13 +69,8 @@ absl::StatusOr<std::string> PkiVerifier::Verify(const Alive& alive) {
         absl::StrCat("alive record of ", alive.name,
                      ": its certificate is node ", caller->name, "'s"));
   }
-  const std::string data = CanonicalAliveBytes(alive);
-  UniqueMdCtx ctx(EVP_MD_CTX_new());
-  if (ctx == nullptr ||
-      EVP_DigestVerifyInit(ctx.get(), nullptr, EVP_sha256(), nullptr,
-                           X509_get0_pubkey(cert->x509())) != 1 ||
-      EVP_DigestVerify(ctx.get(), Bytes(alive.signature),
-                       alive.signature.size(), Bytes(data), data.size()) != 1) {
+  if (!pki::VerifySha256(*cert, CanonicalAliveBytes(alive), alive.signature)
+           .ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("alive record of ", alive.name,
                      ": the signature is not its certificate key's"));

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "mesh/identity/peer_channels.h"
@@ -357,6 +358,76 @@ TEST_CASE(
         return m.exit_code == 0 && zeros == 2;
       },
       absl::Seconds(15)));
+}
+
+}  // namespace
+}  // namespace mycel
+
+namespace mycel {
+namespace {
+
+// The first cell of a one-column `mycel query` table: its second line.
+std::string QueryOne(const Node& n, const std::string& sql) {
+  CommandResult r = n.Local({"query", sql});
+  if (r.exit_code != 0) return "";
+  std::vector<std::string> lines =
+      absl::StrSplit(absl::StripAsciiWhitespace(r.out), '\n');
+  return lines.size() == 2 ? std::string(absl::StripAsciiWhitespace(lines[1]))
+                           : "";
+}
+
+TEST_CASE(
+    "shared state rides on the replicated store: node status, and a "
+    "revocation reaches a node that was away") {
+  Node a({"--node-name", "a"});
+  Node b({"--node-name", "b"});
+  Node c({"--node-name", "c"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  REQUIRE(c.daemon.Start());
+  REQUIRE(Join(b, a, Token(a)).exit_code == 0);
+  REQUIRE(Join(c, a, Token(a)).exit_code == 0);
+  // Every node publishes its status; each sees all three, with capacity.
+  const std::string count =
+      "SELECT count(*) FROM nodes WHERE status->>'cpus' >= 1 AND "
+      "CAST(status->>'memory_bytes' AS INTEGER) > 0 AND "
+      "status->>'version' != ''";
+  CHECK(
+      Eventually([&] { return QueryOne(c, count) == "3"; }, absl::Seconds(20)));
+  CHECK(
+      Eventually([&] { return QueryOne(a, count) == "3"; }, absl::Seconds(10)));
+  CHECK(Eventually(
+      [&] {
+        return QueryOne(b,
+                        "SELECT status->>'authority' AS authority FROM nodes "
+                        "WHERE name='a'") == "1";
+      },
+      absl::Seconds(10)));
+
+  // c is away while a revokes bob: the push cannot reach it.
+  std::string bob = a.dir.Sub("bob");
+  REQUIRE(
+      a.Local({"mesh", "user", "add", "bob", "--role", "viewer", "--out", bob})
+          .exit_code == 0);
+  REQUIRE(c.daemon.Signal(SIGTERM) == 0);
+  CommandResult revoke = a.Local({"mesh", "revoke", "bob", "--user"});
+  REQUIRE_MESSAGE(revoke.exit_code == 0, revoke.err);
+  CHECK(Contains(revoke.out, "pushed to b"));
+  CHECK_FALSE(Contains(c.Local({"mesh", "revocations"}).out, "bob"));
+  // Back, c takes a's signed list from the replicated store (anti-entropy
+  // with a or b), and refuses bob.
+  REQUIRE(c.daemon.Start());
+  absl::Time back = absl::Now();
+  CHECK(Eventually(
+      [&] {
+        return Contains(c.Local({"mesh", "revocations"}).out, "bob");
+      },
+      absl::Seconds(20)));
+  MESSAGE("revocation reached c after its restart in ",
+          absl::FormatDuration(absl::Now() - back));
+  grpc::Status refused = NodeInfo(UserChannel(bob, c.addr, "c"));
+  CHECK(refused.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(Contains(refused.error_message(), "revoked: user bob"));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "tests/testing/process.h"
 
 namespace mycel::testing {
@@ -37,7 +38,10 @@ inline int Mode(const std::string& path) {
   return st.st_mode & 07777;
 }
 
-inline std::string Quote(const std::string& s) { return "'" + s + "'"; }
+// `s` as one shell word, single quotes included.
+inline std::string Quote(const std::string& s) {
+  return "'" + absl::StrReplaceAll(s, {{"'", "'\\''"}}) + "'";
+}
 
 // Runs the mycel CLI with `env` (e.g. "XDG_CONFIG_HOME=/x") and `args`.
 inline CommandResult Mycel(const std::string& env,

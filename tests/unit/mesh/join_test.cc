@@ -8,13 +8,16 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/config.h"
 #include "daemon/store/store.h"
+#include "google/protobuf/util/json_util.h"
 #include "mesh/identity/join_limiter.h"
 #include "mesh/identity/mesh_node.h"
 #include "mesh/identity/trust.h"
 #include "mesh/pki/certificate_request.h"
+#include "mycel/v1/mesh.pb.h"
 #include "runtime/fs.h"
 #include "runtime/manual_clock.h"
 #include "tests/testing/process.h"
@@ -337,6 +340,64 @@ TEST_CASE("revocation: authorities revoke, members take lists only from them") {
   TestNode c2("c");
   Clock().Advance(absl::Seconds(2));
   CHECK(Join(a, c2, false).ok());
+}
+
+TEST_CASE(
+    "revocations in the replicated store: only the CA's signature counts") {
+  TestNode a("a"), b("b"), c("c"), other("x");
+  REQUIRE(a.node->Init("test", "admin").ok());
+  REQUIRE(other.node->Init("test", "admin").ok());  // same name, another CA
+  REQUIRE(Join(a, b, false).ok());
+  REQUIRE(Join(a, c, false).ok());
+  int listened = 0;
+  a.node->SetRevokedListener([&] { ++listened; });
+  REQUIRE(a.node->Revoke("c", "").ok());
+  CHECK(listened == 1);
+  CHECK(a.node->Revoke("Bad Name", "node").status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(listened == 1);  // only a change is published
+  // Only a holder of the CA key publishes.
+  CHECK(b.node->SignedRevocations().status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+  std::string value = *a.node->SignedRevocations();
+  CHECK(value.find("\"by\":\"a\"") != std::string::npos);
+  // b takes it whoever relayed it, once; it names no sender.
+  CHECK(*b.node->MergeSignedRevocations("a", value));
+  CHECK_FALSE(*b.node->MergeSignedRevocations("a", value));
+  CHECK(b.trust.revocations()
+            .IdentityRevokedAt(pki::IdentityKind::kNode, "c")
+            .has_value());
+  // Published under another authority's key: refused.
+  CHECK(b.node->MergeSignedRevocations("b", value).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  // Signed by another mesh's CA (a mesh of the same name): refused, and
+  // nothing changes.
+  REQUIRE(other.node->Revoke("a", "node").ok());
+  absl::StatusOr<bool> foreign =
+      b.node->MergeSignedRevocations("x", *other.node->SignedRevocations());
+  CHECK(foreign.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(foreign.status().message(), "not signed by the CA"));
+  CHECK_FALSE(b.trust.revocations()
+                  .IdentityRevokedAt(pki::IdentityKind::kNode, "a")
+                  .has_value());
+  // A list altered in transit (one entry added, signature kept): refused.
+  mycel::v1::SignedRevocations msg;
+  REQUIRE(google::protobuf::util::JsonStringToMessage(value, &msg).ok());
+  pki::RevocationList tampered = *pki::RevocationList::Parse(msg.list());
+  REQUIRE(tampered.RevokeIdentity(pki::IdentityKind::kNode, "a", Clock().Now())
+              .ok());
+  msg.set_list(tampered.Serialize());
+  std::string altered;
+  REQUIRE(google::protobuf::util::MessageToJsonString(msg, &altered).ok());
+  CHECK(b.node->MergeSignedRevocations("a", altered).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK_FALSE(b.trust.revocations()
+                  .IdentityRevokedAt(pki::IdentityKind::kNode, "a")
+                  .has_value());
+  // Garbage: INVALID_ARGUMENT naming the key.
+  absl::StatusOr<bool> garbage = b.node->MergeSignedRevocations("a", "{]");
+  CHECK(garbage.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(garbage.status().message(), "revocations of a"));
 }
 
 TEST_CASE("join limiter: a source's failures are bounded, per source") {

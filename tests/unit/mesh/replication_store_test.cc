@@ -239,6 +239,40 @@ TEST_CASE("last writer wins on (hlc, origin), in either order") {
   CHECK(a.Value("kv", "k") == "mine");
 }
 
+TEST_CASE("the remote listener hears changes that won their key, only") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node n(dir, "n", &clock);
+  std::vector<ObjectChange> heard;
+  n.objects->SetRemoteChangeListener(
+      [&](const ObjectChange& c) { heard.push_back(c); });
+  const ObjectChange newer = Change("c", 1, At(kStart, 2), "k", "from c");
+  const ObjectChange older = Change("b", 1, At(kStart, 1), "k", "from b");
+  REQUIRE(n.objects->ApplyRemote(newer, "c").ok());
+  REQUIRE(*n.objects->ApplyRemote(older, "b") == ApplyResult::kLost);
+  REQUIRE(*n.objects->ApplyRemote(newer, "c") == ApplyResult::kDuplicate);
+  // Refused: not heard.
+  CHECK_FALSE(
+      n.objects->ApplyRemote(Change("c", 5, At(kStart, 3), "k", "gap"), "c")
+          .ok());
+  n.Put("kv", "local", "v");  // a local write is the other listener's
+  REQUIRE(heard.size() == 1);
+  CHECK(heard[0] == newer);
+  // A snapshot row that replaces ours is heard; one that loses is not.
+  Node a(dir, "a", &clock);
+  a.Put("kv", "s", "from a");
+  clock.Advance(absl::Seconds(1));
+  n.Put("kv", "local", "newer here");
+  auto chunk = a.objects->ReadSnapshot({}, 1 << 20);
+  REQUIRE(chunk.ok());
+  heard.clear();
+  REQUIRE(n.objects->ApplySnapshot(*chunk, "a").ok());
+  REQUIRE(heard.size() == 1);
+  CHECK(heard[0].key == "s");
+  CHECK(heard[0].value == "from a");
+  CHECK(heard[0].stamp.origin == "a");
+}
+
 TEST_CASE("a node-owned object changes only by its owner") {
   testing::TempDir dir;
   ManualClock clock(kStart);
