@@ -392,36 +392,96 @@ absl::Status Transaction::Query(
 absl::StatusOr<ChangeStamp> Store::WriteReplicated(
     const ReplicatedChange& change,
     absl::FunctionRef<absl::Status(Transaction&, const ChangeStamp&)> apply) {
-  absl::MutexLock lock(&mu_);
-  auto it = tables_.find(change.table);
-  if (it == tables_.end() || it->second != Replication::kReplicated) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("table ", change.table, " is not a replicated table"));
+  PendingWrite me{&change, apply};
+  std::vector<PendingWrite*> batch;
+  {
+    absl::MutexLock q(&queue_mu_);
+    queue_.push_back(&me);
+    // Another writer commits now: wait; it or the next one takes this
+    // write along.
+    while (committing_ && !me.done) queue_cv_.Wait(&queue_mu_);
+    if (me.done) return std::move(me.result);
+    committing_ = true;
+    batch.swap(queue_);
   }
-  ChangeStamp stamp;
-  stamp.origin = origin_;
-  stamp.seq = next_seq_;
-  stamp.hlc = hlc_.Now();
-  RETURN_IF_ERROR(InTransactionLocked(true, [&](Transaction& tx) {
-    RETURN_IF_ERROR(apply(tx, stamp));
-    return tx.Execute(
-        "INSERT INTO change_log(origin, seq, hlc, tbl, key, value) "
-        "VALUES(?, ?, ?, ?, ?, ?)",
-        [&](Stmt& st) {
-          st.Bind(1, stamp.origin)
-              .Bind(2, stamp.seq)
-              .Bind(3, static_cast<int64_t>(stamp.hlc))
-              .Bind(4, change.table)
-              .Bind(5, change.key);
-          if (change.value.has_value()) {
-            st.BindBlob(6, *change.value);
-          } else {
-            st.BindNull(6);
-          }
-        });
-  }));
-  ++next_seq_;
-  return stamp;
+  {
+    absl::MutexLock lock(&mu_);
+    CommitBatchLocked(batch);
+  }
+  absl::MutexLock q(&queue_mu_);
+  ++group_stats_.commits;
+  group_stats_.writes += batch.size();
+  for (PendingWrite* w : batch) w->done = true;
+  committing_ = false;
+  queue_cv_.SignalAll();
+  return std::move(me.result);
+}
+
+void Store::CommitBatchLocked(const std::vector<PendingWrite*>& batch) {
+  const int64_t first_seq = next_seq_;
+  absl::Status s = ExecuteLocked("BEGIN IMMEDIATE", false, [](Stmt&) {});
+  if (!s.ok()) {
+    for (PendingWrite* w : batch) w->result = s;
+    return;
+  }
+  Transaction tx(this, true);
+  std::vector<PendingWrite*> written;
+  for (PendingWrite* w : batch) {
+    const ReplicatedChange& change = *w->change;
+    auto it = tables_.find(change.table);
+    if (it == tables_.end() || it->second != Replication::kReplicated) {
+      w->result = absl::InvalidArgumentError(
+          absl::StrCat("table ", change.table, " is not a replicated table"));
+      continue;
+    }
+    ChangeStamp stamp;
+    stamp.origin = origin_;
+    stamp.seq = next_seq_;
+    stamp.hlc = hlc_.Now();
+    absl::Status ws = ExecuteLocked("SAVEPOINT write", false, [](Stmt&) {});
+    if (ws.ok()) ws = w->apply(tx, stamp);
+    if (ws.ok()) {
+      ws = tx.Execute(
+          "INSERT INTO change_log(origin, seq, hlc, tbl, key, value) "
+          "VALUES(?, ?, ?, ?, ?, ?)",
+          [&](Stmt& st) {
+            st.Bind(1, stamp.origin)
+                .Bind(2, stamp.seq)
+                .Bind(3, static_cast<int64_t>(stamp.hlc))
+                .Bind(4, change.table)
+                .Bind(5, change.key);
+            if (change.value.has_value()) {
+              st.BindBlob(6, *change.value);
+            } else {
+              st.BindNull(6);
+            }
+          });
+    }
+    if (!ws.ok()) {
+      // This write alone goes; the ones before it in the batch stay.
+      ExecuteLocked("ROLLBACK TO write", false, [](Stmt&) {}).IgnoreError();
+    }
+    absl::Status released = ExecuteLocked("RELEASE write", false, [](Stmt&) {});
+    if (ws.ok() && !released.ok()) ws = released;
+    if (!ws.ok()) {
+      w->result = ws;
+      continue;
+    }
+    w->result = stamp;
+    written.push_back(w);
+    ++next_seq_;
+  }
+  s = ExecuteLocked("COMMIT", false, [](Stmt&) {});
+  if (!s.ok()) {
+    ExecuteLocked("ROLLBACK", false, [](Stmt&) {}).IgnoreError();
+    next_seq_ = first_seq;
+    for (PendingWrite* w : written) w->result = s;
+  }
+}
+
+Store::GroupCommitStats Store::group_commit_stats() {
+  absl::MutexLock q(&queue_mu_);
+  return group_stats_;
 }
 
 size_t Store::cached_statements() {

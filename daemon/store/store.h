@@ -165,10 +165,25 @@ class Store {
   // (which writes `change.table` itself), and appends the change to the
   // change log. INVALID_ARGUMENT when `change.table` is not a declared
   // replicated table. Returns the stamp.
+  //
+  // Group commit: writes that arrive while another commits wait, and the
+  // next of them to run commits them all in one transaction, each in its
+  // own savepoint (an error rolls back that write alone, and takes no
+  // sequence number). So concurrent writers share a commit and, with
+  // synchronous=FULL, its fsync. `apply` may run on another writer's
+  // thread; the call returns once the commit that holds it is durable.
   absl::StatusOr<ChangeStamp> WriteReplicated(
       const ReplicatedChange& change,
       absl::FunctionRef<absl::Status(Transaction&, const ChangeStamp&)> apply)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
+
+  // How many commits WriteReplicated made, and how many writes they held
+  // (for tests and benchmarks).
+  struct GroupCommitStats {
+    uint64_t commits = 0;
+    uint64_t writes = 0;
+  };
+  GroupCommitStats group_commit_stats() ABSL_LOCKS_EXCLUDED(queue_mu_);
 
   // Runs `fn` in a transaction whose statements may write replicated tables
   // and the change log directly, for changes made on other nodes, which
@@ -233,6 +248,19 @@ class Store {
   absl::Status InTransactionLocked(
       bool replicated, absl::FunctionRef<absl::Status(Transaction&)> fn)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // One WriteReplicated call waiting in the group-commit queue; it lives on
+  // its caller's stack until `done`.
+  struct PendingWrite {
+    const ReplicatedChange* change;
+    absl::FunctionRef<absl::Status(Transaction&, const ChangeStamp&)> apply;
+    absl::StatusOr<ChangeStamp> result = absl::UnknownError("not committed");
+    bool done = false;
+  };
+  // Commits `batch` in one transaction, a savepoint per write, and sets
+  // each one's result.
+  void CommitBatchLocked(const std::vector<PendingWrite*>& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `table` may be written now (the authorizer's question).
   bool MayWrite(absl::string_view table) const;
 
@@ -263,6 +291,14 @@ class Store {
   const int schema_version_;
   Hlc hlc_;
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+
+  // Group commit (WriteReplicated): the writes waiting for the next
+  // commit, and whether a writer is committing now.
+  absl::Mutex queue_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::CondVar queue_cv_;
+  std::vector<PendingWrite*> queue_ ABSL_GUARDED_BY(queue_mu_);
+  bool committing_ ABSL_GUARDED_BY(queue_mu_) = false;
+  GroupCommitStats group_stats_ ABSL_GUARDED_BY(queue_mu_);
 };
 
 }  // namespace mycel::store
