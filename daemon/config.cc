@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -37,6 +38,14 @@ absl::Status SetFromText(const FieldDescriptor& field, const std::string& text,
     (r->*set)(config, &field, n);
     return absl::OkStatus();
   };
+  if (field.is_repeated()) {
+    if (field.cpp_type() != FieldDescriptor::CPPTYPE_STRING) {
+      return absl::InternalError(
+          absl::StrCat(field.name(), ": only repeated strings have a flag"));
+    }
+    r->AddString(config, &field, text);
+    return absl::OkStatus();
+  }
   switch (field.cpp_type()) {
     case FieldDescriptor::CPPTYPE_STRING:
       r->SetString(config, &field, text);
@@ -92,12 +101,15 @@ const std::vector<DaemonSetting>& DaemonSettings() {
     const google::protobuf::Descriptor* d = DaemonConfig::descriptor();
     for (int i = 0; i < d->field_count(); ++i) {
       const FieldDescriptor* f = d->field(i);
+      const mycel::v1::Setting* o =
+          &f->options().GetExtension(mycel::v1::setting);
       std::string flag;
       if (!f->is_repeated()) {
         flag = absl::StrCat("--", absl::StrReplaceAll(f->name(), {{"_", "-"}}));
+      } else if (!o->repeated_flag().empty()) {
+        flag = absl::StrCat("--", o->repeated_flag());
       }
-      v->push_back(
-          {f, &f->options().GetExtension(mycel::v1::setting), std::move(flag)});
+      v->push_back({f, o, std::move(flag)});
     }
     return v;
   }();
@@ -302,7 +314,14 @@ absl::StatusOr<DaemonFlags> ParseDaemonFlags(
         flags.config,
         ParseConfigJson(*json, absl::StrCat("--config ", config_path)));
   }
+  // A repeated setting's flags replace the file's list (the first of
+  // them clears it).
+  std::set<const FieldDescriptor*> cleared;
   for (const auto& [setting, value] : sets) {
+    if (setting->field->is_repeated() &&
+        cleared.insert(setting->field).second) {
+      flags.config.GetReflection()->ClearField(&flags.config, setting->field);
+    }
     RETURN_IF_ERROR(SetFromText(*setting->field, value, &flags.config));
   }
   RETURN_IF_ERROR(ApplyDefaults(&flags.config));

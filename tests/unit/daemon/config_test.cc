@@ -173,7 +173,12 @@ TEST_CASE("every setting has help, and a flag or a place in the file only") {
     CAPTURE(s.field->name());
     CHECK_FALSE(s.options->help().empty());
     if (s.field->is_repeated()) {
-      CHECK(s.flag.empty());
+      // Only a named repeated_flag gives one, for a list of strings.
+      CHECK(s.flag.empty() == s.options->repeated_flag().empty());
+      if (!s.flag.empty()) {
+        CHECK(s.flag == "--" + s.options->repeated_flag());
+        CHECK(s.field->cpp_type() == FieldDescriptor::CPPTYPE_STRING);
+      }
       continue;
     }
     std::string dashed(s.field->name());
@@ -304,8 +309,10 @@ TEST_CASE("docs/api.md's configuration schema lists every field") {
     std::string key = absl::StrCat("`", s.field->name(), "`");
     known.insert(key);
     REQUIRE(rows.count(key) == 1);
-    CHECK(rows[key][1] ==
-          (s.flag.empty() ? "file only" : absl::StrCat("`", s.flag, "`")));
+    CHECK(rows[key][1] == (s.flag.empty() ? "file only"
+                           : s.field->is_repeated()
+                               ? absl::StrCat("`", s.flag, "` (repeatable)")
+                               : absl::StrCat("`", s.flag, "`")));
     CHECK(rows[key][2] == DocDefault(s));
   }
   for (const auto& row : rows) {

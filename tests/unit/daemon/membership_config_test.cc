@@ -55,5 +55,38 @@ TEST_CASE("seeds come from the config file, each HOST:PORT with a port") {
   CHECK(absl::StartsWith(refused.status().message(), "seeds:"));
 }
 
+TEST_CASE("--seed adds seeds, repeatable; the flags replace the file's list") {
+  auto one = ParseDaemonFlags({"--seed", "10.0.0.1:7946"});
+  REQUIRE(one.ok());
+  REQUIRE(one->config.seeds_size() == 1);
+  CHECK(one->config.seeds(0) == "10.0.0.1:7946");
+  auto two =
+      ParseDaemonFlags({"--seed", "10.0.0.1:7946", "--seed=node-b:7946"});
+  REQUIRE(two.ok());
+  REQUIRE(two->config.seeds_size() == 2);
+  CHECK(two->config.seeds(1) == "node-b:7946");
+
+  testing::TempDir dir;
+  const std::string file = dir.Sub("c.json");
+  REQUIRE(WriteFileAtomic(file, R"({"seeds": ["a:1", "b:2"]})", 0644).ok());
+  auto replaced = ParseDaemonFlags({"--config", file, "--seed", "c:3"});
+  REQUIRE(replaced.ok());
+  REQUIRE(replaced->config.seeds_size() == 1);
+  CHECK(replaced->config.seeds(0) == "c:3");
+  auto kept = ParseDaemonFlags({"--config", file});
+  REQUIRE(kept.ok());
+  CHECK(kept->config.seeds_size() == 2);
+
+  // Validated like the file's: a port is required, and the error names it.
+  auto no_port = ParseDaemonFlags({"--seed", "10.0.0.1"});
+  REQUIRE_FALSE(no_port.ok());
+  CHECK(absl::StartsWith(no_port.status().message(), "seeds:"));
+  auto missing = ParseDaemonFlags({"--seed"});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(absl::StrContains(missing.status().message(), "--seed: missing value"));
+  // And --help lists it.
+  CHECK(absl::StrContains(DaemonUsage(), "--seed HOST:PORT"));
+}
+
 }  // namespace
 }  // namespace mycel
