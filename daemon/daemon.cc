@@ -489,15 +489,79 @@ void Daemon::StartReplication() {
       }
     }
     PublishRevocations();
+    absl::StatusOr<std::vector<store::Object>> tokens =
+        objects_->List(identity::kTokensNamespace, "");
+    if (tokens.ok()) {
+      for (const store::Object& o : *tokens) {
+        if (o.value.has_value()) MergePublishedToken(o.key, *o.value);
+      }
+    }
+    // Tokens made before this node gossiped state (right after mesh init).
+    if (mesh_->Status().authority) {
+      absl::StatusOr<std::vector<pki::StoredJoinToken>> mine =
+          mesh_->ListTokens();
+      if (mine.ok()) {
+        for (const pki::StoredJoinToken& t : *mine) PublishToken(t.id);
+      }
+    }
     PublishNodeStatus();
   });
 }
 
 void Daemon::OnRemoteChange(const store::ObjectChange& change) {
-  if (change.ns != identity::kRevocationsNamespace || !change.value) return;
-  boost::asio::post(io_, [this, key = change.key, value = *change.value] {
-    MergePublishedRevocations(key, value);
-  });
+  if (!change.value.has_value()) return;
+  if (change.ns == identity::kRevocationsNamespace) {
+    boost::asio::post(io_, [this, key = change.key, value = *change.value] {
+      MergePublishedRevocations(key, value);
+    });
+  } else if (change.ns == identity::kTokensNamespace) {
+    boost::asio::post(io_, [this, key = change.key, value = *change.value] {
+      MergePublishedToken(key, value);
+    });
+  }
+}
+
+void Daemon::MergePublishedToken(const std::string& id,
+                                 const std::string& value) {
+  if (mesh_ == nullptr) return;
+  absl::StatusOr<bool> changed = mesh_->MergeSignedToken(id, value);
+  if (!changed.ok()) {
+    log::Warn("refused a published join token",
+              {{"token", id}, {"error", changed.status()}});
+  } else if (*changed) {
+    log::Debug("join token received", {{"token", id}});
+    // An authority passes on what it learnt (a use, a revocation), so that
+    // the copy under the key is the merged one.
+    if (mesh_->Status().authority) PublishToken(id);
+  }
+}
+
+void Daemon::PublishToken(const std::string& id) {
+  if (mesh_ == nullptr || objects_ == nullptr) return;
+  if (!mesh_->Status().authority) return;
+  absl::StatusOr<std::string> value = mesh_->SignedToken(id);
+  if (!value.ok()) {
+    log::Error("cannot publish a join token",
+               {{"token", id}, {"error", value.status()}});
+    return;
+  }
+  v1::SignedJoinToken now;
+  if (!google::protobuf::util::JsonStringToMessage(*value, &now).ok()) return;
+  // The same uses and revocation again would be a write for nothing.
+  absl::StatusOr<store::Object> held =
+      objects_->Get(identity::kTokensNamespace, id);
+  if (held.ok() && held->value.has_value()) {
+    v1::SignedJoinToken was;
+    if (google::protobuf::util::JsonStringToMessage(*held->value, &was).ok() &&
+        was.uses_left() == now.uses_left() && was.revoked() == now.revoked()) {
+      return;
+    }
+  }
+  absl::Status s =
+      objects_->Write(identity::kTokensNamespace, id, *value).status();
+  if (!s.ok()) {
+    log::Error("cannot publish a join token", {{"token", id}, {"error", s}});
+  }
 }
 
 void Daemon::MergePublishedRevocations(const std::string& authority,
@@ -516,9 +580,9 @@ void Daemon::MergePublishedRevocations(const std::string& authority,
 }
 
 void Daemon::PublishRevocations() {
-  if (mesh_ == nullptr || objects_ == nullptr || !replication_.running()) {
-    return;
-  }
+  // Written to the store even before replication runs: the change log
+  // keeps it for the first exchange.
+  if (mesh_ == nullptr || objects_ == nullptr) return;
   if (!mesh_->Status().authority) return;
   const std::string self = config_.node_name();
   const uint64_t generation = mesh_->Revocations().generation();
@@ -634,6 +698,10 @@ absl::Status Daemon::Start() {
   // it to every member, including those away now.
   mesh_->SetRevokedListener(
       [this] { boost::asio::post(io_, [this] { PublishRevocations(); }); });
+  // So do the join tokens it makes, uses and revokes.
+  mesh_->SetTokenListener([this](const std::string& id) {
+    boost::asio::post(io_, [this, id] { PublishToken(id); });
+  });
   RETURN_IF_ERROR(PrepareSocket());
   HostInfo host = ProbeHost();
   StartCells(host);

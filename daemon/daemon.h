@@ -125,6 +125,10 @@ class Daemon {
   void PublishRevocations();
   void MergePublishedRevocations(const std::string& authority,
                                  const std::string& value);
+  // On an authority: the token's signed copy, unless the store holds one
+  // with the same uses and revocation already.
+  void PublishToken(const std::string& id);
+  void MergePublishedToken(const std::string& id, const std::string& value);
   void OnRemoteChange(const store::ObjectChange& change);
   std::string CgroupSubtree() const;
   void StartCells(const HostInfo& host);

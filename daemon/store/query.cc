@@ -16,7 +16,8 @@ namespace {
 constexpr size_t kMaxSqlBytes = 64 << 10;
 
 // What a query may read, built from the copy. Secrets (join token hashes,
-// the mesh row, meta) and protobuf blobs stay out.
+// here and as the changes of mesh.tokens, the mesh row, meta) and protobuf
+// blobs stay out.
 struct Relation {
   absl::string_view name;
   absl::string_view sql;
@@ -47,7 +48,8 @@ constexpr Relation kRelations[] = {
      "main.executables ORDER BY cell, name"},
     {"changes",
      "CREATE TABLE temp.changes AS SELECT origin, seq, hlc, tbl, key, "
-     "CAST(value AS TEXT) AS value FROM main.change_log ORDER BY hlc, origin"},
+     "CAST(value AS TEXT) AS value FROM main.change_log WHERE NOT (tbl = "
+     "'objects' AND key LIKE 'mesh.tokens/%') ORDER BY hlc, origin"},
 };
 
 constexpr absl::string_view kRelationNames[] = {

@@ -1,6 +1,8 @@
 #include "mesh/identity/mesh_node.h"
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/json_util.h"
 #include "mesh/pki/signature.h"
 #include "mycel/v1/mesh.pb.h"
@@ -234,6 +236,7 @@ MeshNode::CreateToken(absl::Duration ttl, int64_t uses, bool authority) {
   pki::StoredJoinToken stored = token.ToStored(now, now + ttl, uses);
   stored.authority = authority;
   RETURN_IF_ERROR(store_.InsertToken(stored));
+  if (token_listener_) token_listener_(stored.id);
   return std::make_pair(token.ToString(), stored);
 }
 
@@ -243,10 +246,101 @@ absl::StatusOr<std::vector<pki::StoredJoinToken>> MeshNode::ListTokens() {
 
 absl::Status MeshNode::RevokeToken(const std::string& id) {
   RETURN_IF_ERROR(pki::ValidateJoinTokenId(id));
-  return store_.RevokeToken(id);
+  RETURN_IF_ERROR(store_.RevokeToken(id));
+  if (token_listener_) token_listener_(id);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Admission> MeshNode::Admit(const AdmitRequest& req) {
+  absl::StatusOr<Admission> out = AdmitHere(req);
+  if (out.ok() && token_listener_) token_listener_(req.token_id);
+  return out;
+}
+
+namespace {
+
+// What the CA signature of a shared token covers.
+absl::StatusOr<std::string> SignedTokenBytes(v1::SignedJoinToken token) {
+  token.clear_signature();
+  std::string bytes;
+  google::protobuf::io::StringOutputStream stream(&bytes);
+  google::protobuf::io::CodedOutputStream out(&stream);
+  out.SetSerializationDeterministic(true);
+  if (!token.SerializeToCodedStream(&out)) {
+    return absl::InternalError("join token: cannot serialize");
+  }
+  out.Trim();
+  return absl::StrCat("mycel.join-token.v1", absl::string_view("\0", 1), bytes);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> MeshNode::SignedToken(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(RequireMeshLocked());
+  if (!ca_.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", row_->node,
+                     " is not an authority: only a holder of the CA key "
+                     "publishes join tokens"));
+  }
+  ASSIGN_OR_RETURN(pki::StoredJoinToken t,
+                   const_cast<MeshStore&>(store_).GetToken(id));
+  v1::SignedJoinToken out;
+  out.set_id(t.id);
+  out.set_secret_hash(t.secret_hash);
+  out.set_created_us(absl::ToUnixMicros(t.created));
+  out.set_expires_us(absl::ToUnixMicros(t.expires));
+  out.set_uses_left(t.uses_left);
+  out.set_revoked(t.revoked);
+  out.set_authority(t.authority);
+  out.set_by(row_->node);
+  ASSIGN_OR_RETURN(std::string bytes, SignedTokenBytes(out));
+  ASSIGN_OR_RETURN(*out.mutable_signature(),
+                   pki::SignSha256(ca_->private_key(), bytes));
+  std::string json;
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(out, &json, o).ok()) {
+    return absl::InternalError("join token: cannot encode as JSON");
+  }
+  return json;
+}
+
+absl::StatusOr<bool> MeshNode::MergeSignedToken(absl::string_view key,
+                                                absl::string_view value) {
+  v1::SignedJoinToken in;
+  if (!google::protobuf::util::JsonStringToMessage(std::string(value), &in)
+           .ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("join token ", key, ": not a SignedJoinToken"));
+  }
+  if (in.id() != key) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "join token ", key, ": signed for token ", in.id(), ", not ", key));
+  }
+  RETURN_IF_ERROR(Annotate(pki::ValidateJoinTokenId(in.id()), "join token"));
+  ASSIGN_OR_RETURN(std::string bytes, SignedTokenBytes(in));
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(RequireMeshLocked());
+    if (!pki::VerifySha256(*ca_cert_, bytes, in.signature()).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "join token ", key, ": not signed by the CA of mesh ", row_->name));
+    }
+  }
+  pki::StoredJoinToken t;
+  t.id = in.id();
+  t.secret_hash = in.secret_hash();
+  t.created = absl::FromUnixMicros(in.created_us());
+  t.expires = absl::FromUnixMicros(in.expires_us());
+  t.uses_left = in.uses_left();
+  t.revoked = in.revoked();
+  t.authority = in.authority();
+  return store_.MergeToken(t);
+}
+
+absl::StatusOr<Admission> MeshNode::AdmitHere(const AdmitRequest& req) {
   const absl::Time now = options_.clock->Now();
   RETURN_IF_ERROR(limiter_.Check(req.source, now));
   absl::MutexLock lock(&mu_);

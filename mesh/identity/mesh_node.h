@@ -48,6 +48,8 @@ struct UserCredentials {
 // The replicated store's namespace of the authorities' signed revocation
 // lists (node-owned: the key is the authority's name).
 inline constexpr absl::string_view kRevocationsNamespace = "node.revocations";
+// ... and of the join tokens the authorities share (key: the token id).
+inline constexpr absl::string_view kTokensNamespace = "mesh.tokens";
 
 struct MeshStatus {
   std::string mesh;  // empty: not in a mesh
@@ -227,6 +229,35 @@ class MeshNode {
   absl::StatusOr<bool> MergeSignedRevocations(absl::string_view key,
                                               absl::string_view value)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // -- Join tokens in the replicated store. --
+  //
+  // An authority publishes each token it makes, revokes or uses under
+  // kTokensNamespace (mycel.v1.SignedJoinToken as JSON, signed with the CA
+  // key), and every node merges what it receives into its own table, so a
+  // token made on one authority admits on any other, and a revocation made
+  // on any authority holds on all. Uses are counted by merging: each copy
+  // carries its publisher's uses_left, and the smaller wins; two joins with
+  // one token at two authorities within one replication delay can both
+  // pass (docs/security.md).
+
+  // The value this authority publishes for token `id` now.
+  // FAILED_PRECONDITION on a node that is not an authority; NOT_FOUND for
+  // an unknown token.
+  absl::StatusOr<std::string> SignedToken(const std::string& id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Merges a value published under `key` (the token id). INVALID_ARGUMENT
+  // when malformed, not signed by this mesh's CA, or for another id. True
+  // when it changed this node's copy.
+  absl::StatusOr<bool> MergeSignedToken(absl::string_view key,
+                                        absl::string_view value)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Called with a token's id after CreateToken, RevokeToken or a join that
+  // used it (outside the lock, on the caller's thread), so that the daemon
+  // publishes it. Set once, before serving.
+  void SetTokenListener(std::function<void(const std::string&)> fn) {
+    token_listener_ = std::move(fn);
+  }
+
   // Called after Revoke changed the list (outside the lock, on the caller's
   // thread), so that the daemon publishes it. Set once, before serving.
   void SetRevokedListener(std::function<void()> fn) {
@@ -257,6 +288,9 @@ class MeshNode {
   absl::StatusOr<pki::Certificate> CheckOwnCertificate(
       const std::string& pem, const std::string& ca_pem,
       const pki::PrivateKey& key) const;
+  // Admit, without telling the token listener.
+  absl::StatusOr<Admission> AdmitHere(const AdmitRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Revoke, without telling the listener.
   absl::StatusOr<pki::RevocationList> RevokeHere(const std::string& target,
                                                  const std::string& kind)
@@ -266,6 +300,7 @@ class MeshNode {
 
   const Options options_;
   std::function<void()> revoked_listener_;
+  std::function<void(const std::string&)> token_listener_;
   MeshStore store_;
   mutable absl::Mutex mu_;
   std::optional<MeshRow> row_ ABSL_GUARDED_BY(mu_);

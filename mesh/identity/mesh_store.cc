@@ -1,5 +1,7 @@
 #include "mesh/identity/mesh_store.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/status.h"
 
@@ -109,6 +111,53 @@ absl::Status MeshStore::RevokeToken(const std::string& id) {
   RETURN_IF_ERROR(GetToken(id).status());
   return store_->Execute("UPDATE join_tokens SET revoked=1 WHERE id=?",
                          [&](Stmt& st) { st.Bind(1, id); });
+}
+
+absl::StatusOr<bool> MeshStore::MergeToken(const pki::StoredJoinToken& t) {
+  bool changed = false;
+  RETURN_IF_ERROR(store_->InTransaction([&](store::Transaction& tx)
+                                            -> absl::Status {
+    std::optional<pki::StoredJoinToken> held;
+    RETURN_IF_ERROR(tx.Query(
+        "SELECT id, secret_hash, created_us, expires_us, uses_left, revoked, "
+        "authority FROM join_tokens WHERE id=?",
+        [&](Stmt& st) { st.Bind(1, t.id); },
+        [&](const Stmt& st) {
+          held = TokenFromRow(st);
+          return absl::OkStatus();
+        }));
+    if (!held.has_value()) {
+      changed = true;
+      return tx.Execute(
+          "INSERT INTO join_tokens(id, secret_hash, created_us, expires_us, "
+          "uses_left, revoked, authority) VALUES(?,?,?,?,?,?,?)",
+          [&](Stmt& st) {
+            st.Bind(1, t.id)
+                .Bind(2, t.secret_hash)
+                .Bind(3, absl::ToUnixMicros(t.created))
+                .Bind(4, absl::ToUnixMicros(t.expires))
+                .Bind(5, t.uses_left)
+                .Bind(6, int64_t{t.revoked})
+                .Bind(7, int64_t{t.authority});
+          });
+    }
+    if (held->secret_hash != t.secret_hash) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "join token ", t.id, ": another secret than the one held here"));
+    }
+    const int64_t left = std::min(held->uses_left, t.uses_left);
+    const bool revoked = held->revoked || t.revoked;
+    if (left == held->uses_left && revoked == held->revoked) {
+      return absl::OkStatus();
+    }
+    changed = true;
+    return tx.Execute(
+        "UPDATE join_tokens SET uses_left=?, revoked=? WHERE id=?",
+        [&](Stmt& st) {
+          st.Bind(1, left).Bind(2, int64_t{revoked}).Bind(3, t.id);
+        });
+  }));
+  return changed;
 }
 
 absl::Status MeshStore::ConsumeToken(const std::string& id) {

@@ -49,6 +49,10 @@ class MeshStore {
   absl::StatusOr<std::vector<pki::StoredJoinToken>> ListTokens();
   // NOT_FOUND when there is no such token.
   absl::Status RevokeToken(const std::string& id);
+  // Takes in another authority's copy of a token: inserted when new, else
+  // uses_left becomes the smaller and revoked the larger of the two (so a
+  // merge never gives a use back). True when it changed the row.
+  absl::StatusOr<bool> MergeToken(const pki::StoredJoinToken& token);
   // Takes one use of the token `id`, only if it still has one:
   // UNAUTHENTICATED "join token ID: used up" when another join took the
   // last use since it was checked.

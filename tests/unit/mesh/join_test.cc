@@ -400,6 +400,94 @@ TEST_CASE(
   CHECK(absl::StrContains(garbage.status().message(), "revocations of a"));
 }
 
+TEST_CASE(
+    "join tokens in the replicated store: any authority admits, uses and "
+    "revocations merge, and only the CA's signature counts") {
+  TestNode a("a"), b("b"), c("c"), d("d"), other("x");
+  REQUIRE(a.node->Init("test", "admin").ok());
+  REQUIRE(other.node->Init("test", "admin").ok());
+  REQUIRE(Join(a, b, true, true).ok());  // b: a second authority
+  std::vector<std::string> published;
+  a.node->SetTokenListener(
+      [&](const std::string& id) { published.push_back("a:" + id); });
+  b.node->SetTokenListener(
+      [&](const std::string& id) { published.push_back("b:" + id); });
+  // Made on a, one use; b learns it from a's signed copy.
+  auto made = a.node->CreateToken(absl::Hours(1), 1, false);
+  REQUIRE(made.ok());
+  const std::string id = made->second.id;
+  CHECK(published == std::vector<std::string>{"a:" + id});
+  CHECK(b.node->SignedToken("nope0000").status().code() ==
+        absl::StatusCode::kNotFound);
+  const std::string from_a = *a.node->SignedToken(id);
+  CHECK(*b.node->MergeSignedToken(id, from_a));
+  CHECK_FALSE(*b.node->MergeSignedToken(id, from_a));
+  // b admits c with it, and says so.
+  auto prepared = c.node->PrepareJoin("test");
+  REQUIRE(prepared.ok());
+  auto admitted = b.node->Admit(Request(made->first, prepared->second));
+  REQUIRE_MESSAGE(admitted.ok(), admitted.status().ToString());
+  CHECK(published.back() == "b:" + id);
+  // a takes b's copy: the use is spent there too, and a refuses d.
+  CHECK(*a.node->MergeSignedToken(id, *b.node->SignedToken(id)));
+  auto d_prepared = d.node->PrepareJoin("test");
+  REQUIRE(d_prepared.ok());
+  auto refused = a.node->Admit(Request(made->first, d_prepared->second));
+  CHECK(refused.status().code() == absl::StatusCode::kUnauthenticated);
+  // a's older copy (one use left) replayed: it gives nothing back.
+  CHECK_FALSE(*b.node->MergeSignedToken(id, from_a));
+  auto uses_left = [](TestNode& n, const std::string& token) -> int64_t {
+    auto tokens = n.node->ListTokens();
+    REQUIRE(tokens.ok());
+    for (const pki::StoredJoinToken& t : *tokens) {
+      if (t.id == token) return t.uses_left;
+    }
+    return -1;
+  };
+  CHECK(uses_left(b, id) == 0);
+
+  // Revoked on b (made on a): a takes it, and a replayed unrevoked copy
+  // does not undo it.
+  auto second = a.node->CreateToken(absl::Hours(1), 5, false);
+  REQUIRE(second.ok());
+  const std::string id2 = second->second.id;
+  const std::string unrevoked = *a.node->SignedToken(id2);
+  REQUIRE(*b.node->MergeSignedToken(id2, unrevoked));
+  REQUIRE(b.node->RevokeToken(id2).ok());
+  CHECK(published.back() == "b:" + id2);
+  CHECK(*a.node->MergeSignedToken(id2, *b.node->SignedToken(id2)));
+  CHECK_FALSE(*a.node->MergeSignedToken(id2, unrevoked));
+  auto d_again = a.node->Admit(Request(second->first, d_prepared->second));
+  CHECK(d_again.status().code() == absl::StatusCode::kUnauthenticated);
+  CHECK(absl::StrContains(d_again.status().message(), "revoked"));
+
+  // Refused: another CA's token, a copy with more uses than signed, one
+  // filed under another id, garbage; nothing changes.
+  auto foreign = other.node->CreateToken(absl::Hours(1), 1, true);
+  REQUIRE(foreign.ok());
+  auto f = b.node->MergeSignedToken(
+      foreign->second.id, *other.node->SignedToken(foreign->second.id));
+  CHECK(f.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(f.status().message(), "not signed by the CA"));
+  mycel::v1::SignedJoinToken msg;
+  REQUIRE(google::protobuf::util::JsonStringToMessage(from_a, &msg).ok());
+  msg.set_uses_left(1000);
+  std::string more;
+  REQUIRE(google::protobuf::util::MessageToJsonString(msg, &more).ok());
+  CHECK(b.node->MergeSignedToken(id, more).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(b.node->MergeSignedToken(id2, from_a).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(b.node->MergeSignedToken(id, "[]").status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(b.node->ListTokens()->size() == 2);
+  CHECK(uses_left(b, id) == 0);
+  CHECK(uses_left(b, id2) == 5);
+  // Only an authority signs one.
+  CHECK(c.node->SignedToken(id).status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_CASE("join limiter: a source's failures are bounded, per source") {
   JoinLimiter limiter({.burst = 3, .refill = absl::Seconds(10)});
   absl::Time t = absl::UnixEpoch();
