@@ -43,6 +43,9 @@ class Transport {
 struct ReplicationPeer {
   std::string name;
   std::string address;
+
+  friend bool operator==(const ReplicationPeer&,
+                         const ReplicationPeer&) = default;
 };
 
 struct ReplicationDriverOptions {

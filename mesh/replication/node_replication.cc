@@ -12,13 +12,22 @@ struct NodeReplication::Poller : std::enable_shared_from_this<Poller> {
   MemberSource members;
   absl::Duration every;
   std::atomic<bool> stopped{false};
+  // What the driver was told last (Run is never concurrent with itself).
+  std::vector<ReplicationPeer> last_live;
+  std::vector<std::string> last_away;
+  bool told = false;
 
   void Run() {
     if (stopped.load()) return;
     std::vector<ReplicationPeer> live;
     std::vector<std::string> away;
     members(&live, &away);
-    driver->SetMembers(std::move(live), std::move(away));
+    if (!told || live != last_live || away != last_away) {
+      told = true;
+      last_live = live;
+      last_away = away;
+      driver->SetMembers(std::move(live), std::move(away));
+    }
     clock->RunAfter(every, [self = shared_from_this()] { self->Run(); });
   }
 };

@@ -41,7 +41,10 @@ class NodeReplication {
     boost::asio::io_context* io = nullptr;
     GrpcTransport::ChannelSource channels;
     MemberSource members;
-    absl::Duration member_poll = absl::Seconds(1);
+    // How often membership is asked for the members. A member replication
+    // does not know yet gets no push, and its digests no answer: a short
+    // poll keeps a new member's first writes off the slow path.
+    absl::Duration member_poll = absl::Milliseconds(200);
     absl::Duration call_deadline = absl::Seconds(5);
   };
 
