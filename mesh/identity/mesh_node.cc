@@ -129,6 +129,13 @@ absl::StatusOr<UserCredentials> MeshNode::Init(const std::string& mesh,
   return IssueUserLocked(admin, pki::Role::kAdmin);
 }
 
+absl::Status MeshNode::RequireCaKeyLocked(absl::string_view does) const {
+  if (ca_.has_value()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("node ", row_->node,
+                   " is not an authority: only a holder of the CA key ", does));
+}
+
 absl::Status MeshNode::RequireAuthorityLocked(absl::string_view why) const {
   RETURN_IF_ERROR(RequireMeshLocked());
   if (ca_.has_value()) return absl::OkStatus();
@@ -259,6 +266,28 @@ absl::StatusOr<Admission> MeshNode::Admit(const AdmitRequest& req) {
 
 namespace {
 
+// `message` as the JSON kept in the replicated store (proto field names).
+absl::StatusOr<std::string> ToStoreJson(const google::protobuf::Message& m,
+                                        absl::string_view what) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(m, &json, o).ok()) {
+    return absl::InternalError(absl::StrCat(what, ": cannot encode as JSON"));
+  }
+  return json;
+}
+
+// Parses a value of the replicated store into `m`.
+absl::Status FromStoreJson(absl::string_view json, google::protobuf::Message* m,
+                           absl::string_view what) {
+  if (!google::protobuf::util::JsonStringToMessage(std::string(json), m).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": not a ", m->GetDescriptor()->full_name(), " in JSON"));
+  }
+  return absl::OkStatus();
+}
+
 // What the CA signature of a shared token covers.
 absl::StatusOr<std::string> SignedTokenBytes(v1::SignedJoinToken token) {
   token.clear_signature();
@@ -278,12 +307,7 @@ absl::StatusOr<std::string> SignedTokenBytes(v1::SignedJoinToken token) {
 absl::StatusOr<std::string> MeshNode::SignedToken(const std::string& id) const {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(RequireMeshLocked());
-  if (!ca_.has_value()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("node ", row_->node,
-                     " is not an authority: only a holder of the CA key "
-                     "publishes join tokens"));
-  }
+  RETURN_IF_ERROR(RequireCaKeyLocked("publishes join tokens"));
   ASSIGN_OR_RETURN(pki::StoredJoinToken t,
                    const_cast<MeshStore&>(store_).GetToken(id));
   v1::SignedJoinToken out;
@@ -298,23 +322,13 @@ absl::StatusOr<std::string> MeshNode::SignedToken(const std::string& id) const {
   ASSIGN_OR_RETURN(std::string bytes, SignedTokenBytes(out));
   ASSIGN_OR_RETURN(*out.mutable_signature(),
                    pki::SignSha256(ca_->private_key(), bytes));
-  std::string json;
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  if (!google::protobuf::util::MessageToJsonString(out, &json, o).ok()) {
-    return absl::InternalError("join token: cannot encode as JSON");
-  }
-  return json;
+  return ToStoreJson(out, "join token");
 }
 
 absl::StatusOr<bool> MeshNode::MergeSignedToken(absl::string_view key,
                                                 absl::string_view value) {
   v1::SignedJoinToken in;
-  if (!google::protobuf::util::JsonStringToMessage(std::string(value), &in)
-           .ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("join token ", key, ": not a SignedJoinToken"));
-  }
+  RETURN_IF_ERROR(FromStoreJson(value, &in, absl::StrCat("join token ", key)));
   if (in.id() != key) {
     return absl::InvalidArgumentError(absl::StrCat(
         "join token ", key, ": signed for token ", in.id(), ", not ", key));
@@ -641,12 +655,7 @@ std::string SignedRevocationsBytes(absl::string_view by,
 absl::StatusOr<std::string> MeshNode::SignedRevocations() const {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(RequireMeshLocked());
-  if (!ca_.has_value()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("node ", row_->node,
-                     " is not an authority: only a holder of the CA key "
-                     "publishes revocations"));
-  }
+  RETURN_IF_ERROR(RequireCaKeyLocked("publishes revocations"));
   const pki::RevocationList list = options_.trust->revocations();
   v1::SignedRevocations out;
   out.set_by(row_->node);
@@ -656,23 +665,14 @@ absl::StatusOr<std::string> MeshNode::SignedRevocations() const {
       *out.mutable_signature(),
       pki::SignSha256(ca_->private_key(),
                       SignedRevocationsBytes(out.by(), out.list())));
-  std::string json;
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  if (!google::protobuf::util::MessageToJsonString(out, &json, o).ok()) {
-    return absl::InternalError("revocations: cannot encode as JSON");
-  }
-  return json;
+  return ToStoreJson(out, "revocations");
 }
 
 absl::StatusOr<bool> MeshNode::MergeSignedRevocations(absl::string_view key,
                                                       absl::string_view value) {
   v1::SignedRevocations in;
-  if (!google::protobuf::util::JsonStringToMessage(std::string(value), &in)
-           .ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("revocations of ", key, ": not a SignedRevocations"));
-  }
+  RETURN_IF_ERROR(
+      FromStoreJson(value, &in, absl::StrCat("revocations of ", key)));
   if (in.by() != key) {
     return absl::InvalidArgumentError(absl::StrCat(
         "revocations of ", key, ": signed for ", in.by(), ", not ", key));

@@ -283,6 +283,10 @@ class MeshNode {
   absl::Status RequireMeshLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RequireAuthorityLocked(absl::string_view why) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION "node N is not an authority: only a holder of the
+  // CA key <does>" on a node without the CA key.
+  absl::Status RequireCaKeyLocked(absl::string_view does) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks a certificate issued to this node (`pem`) against `ca_pem`, this
   // node's name and `key`.
   absl::StatusOr<pki::Certificate> CheckOwnCertificate(

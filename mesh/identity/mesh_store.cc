@@ -42,8 +42,12 @@ absl::Status MeshStore::InsertMesh(const MeshRow& row) {
   return s;
 }
 
-absl::Status MeshStore::InsertToken(const pki::StoredJoinToken& t) {
-  return store_->Execute(
+namespace {
+
+// Inserts `t` through `db`, the Store or a Transaction (both Execute).
+template <typename Db>
+absl::Status InsertTokenRow(Db& db, const pki::StoredJoinToken& t) {
+  return db.Execute(
       "INSERT INTO join_tokens(id, secret_hash, created_us, expires_us, "
       "uses_left, revoked, authority) VALUES(?,?,?,?,?,?,?)",
       [&](Stmt& st) {
@@ -55,6 +59,12 @@ absl::Status MeshStore::InsertToken(const pki::StoredJoinToken& t) {
             .Bind(6, int64_t{t.revoked})
             .Bind(7, int64_t{t.authority});
       });
+}
+
+}  // namespace
+
+absl::Status MeshStore::InsertToken(const pki::StoredJoinToken& t) {
+  return InsertTokenRow(*store_, t);
 }
 
 namespace {
@@ -128,18 +138,7 @@ absl::StatusOr<bool> MeshStore::MergeToken(const pki::StoredJoinToken& t) {
         }));
     if (!held.has_value()) {
       changed = true;
-      return tx.Execute(
-          "INSERT INTO join_tokens(id, secret_hash, created_us, expires_us, "
-          "uses_left, revoked, authority) VALUES(?,?,?,?,?,?,?)",
-          [&](Stmt& st) {
-            st.Bind(1, t.id)
-                .Bind(2, t.secret_hash)
-                .Bind(3, absl::ToUnixMicros(t.created))
-                .Bind(4, absl::ToUnixMicros(t.expires))
-                .Bind(5, t.uses_left)
-                .Bind(6, int64_t{t.revoked})
-                .Bind(7, int64_t{t.authority});
-          });
+      return InsertTokenRow(tx, t);
     }
     if (held->secret_hash != t.secret_hash) {
       return absl::InvalidArgumentError(absl::StrCat(
