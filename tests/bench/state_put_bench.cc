@@ -1,4 +1,5 @@
-// state_put_bench: what --durability costs a client's State.Put.
+// state_put_bench: what --durability costs a client's State.Put, and a
+// closed-loop load generator for tests/bench/etcd_bench.sh.
 //
 //   state_put_bench [--puts N] [--dir DIR]
 //
@@ -8,14 +9,39 @@
 // unix socket, each waiting for its answer (one client: latency, not
 // throughput). Prints median, p90 and p99 per mode and the ratio of the
 // medians.
+//
+//   state_put_bench --socket PATH [--clients C] [--conns K] [--duration S]
+//                   [--warmup S] [--value-size B] [--timeout S]
+//
+// Load mode, against a myceld already running on PATH (etcd_bench.sh
+// starts it): the shape of etcdload (tests/bench/etcd/main.go). C threads,
+// each a closed loop of State.Put (send, wait for the answer, send the
+// next), each with its own gRPC channel and connection (--conns K shares K
+// channels round-robin), distinct keys bench/<client>/<seq>, values that
+// are a JSON string of exactly B bytes (default 256: quotes included,
+// random alphanumerics inside). Puts that complete in the first --warmup
+// (1 s) are not counted; the window is --duration (10 s) after it. Only
+// puts that returned OK are counted; any other status stops the run: exit
+// status 1, the error on stderr, and a JSON line with "failed":true,
+// "errors", "first_error" and "ops_ok_before_error" instead of figures.
+// Otherwise prints etcdload's JSON line:
+//   {"mode":"put","clients":C,"conns":K,"value_size":B,"duration_s":S,
+//    "ops":N,"ops_per_s":..,"p50_ms":..,"p90_ms":..,"p99_ms":..,
+//    "max_ms":..,"errors":0}
+// with nearest-rank percentiles over every measured put.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <mutex>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -92,13 +118,173 @@ bool MeasureIn(const std::string& path, const char* durability, int puts,
   return true;
 }
 
+struct LoadOptions {
+  std::string socket;
+  int clients = 1;
+  int conns = 0;
+  double duration_s = 10;
+  double warmup_s = 1;
+  int value_size = 256;
+  double timeout_s = 10;
+};
+
+// Nearest rank, as etcdload: the ceil(q*n)-th smallest.
+double NearestRank(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  long i = static_cast<long>(std::ceil(q * static_cast<double>(sorted.size())));
+  i = std::clamp(i - 1, 0L, static_cast<long>(sorted.size()) - 1);
+  return sorted[static_cast<size_t>(i)];
+}
+
+int RunLoad(const LoadOptions& o) {
+  const int nconn = o.conns <= 0 || o.conns > o.clients ? o.clients : o.conns;
+  std::vector<std::unique_ptr<mycel::v1::State::Stub>> stubs;
+  for (int i = 0; i < nconn; ++i) {
+    grpc::ChannelArguments args;
+    // Channels with equal arguments share one connection (gRPC's global
+    // subchannel pool): each gets its own, as each etcdload client does.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto channel = grpc::CreateCustomChannel(
+        "unix:" + o.socket, grpc::InsecureChannelCredentials(), args);
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                   std::chrono::seconds(5))) {
+      fprintf(stderr, "state_put_bench: connection %d to %s failed\n", i,
+              o.socket.c_str());
+      return 1;
+    }
+    stubs.push_back(mycel::v1::State::NewStub(channel));
+  }
+  const auto start = Clock::now();
+  const auto measure_from =
+      start + std::chrono::duration_cast<Clock::duration>(
+                  std::chrono::duration<double>(o.warmup_s));
+  const auto end =
+      measure_from + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(o.duration_s));
+  std::mutex mu;
+  std::vector<double> all_ms;
+  std::atomic<bool> failed{false};
+  std::atomic<long> ok_total{0};
+  int errors = 0;
+  std::string first_error;
+  std::vector<std::thread> threads;
+  for (int id = 0; id < o.clients; ++id) {
+    threads.emplace_back([&, id] {
+      mycel::v1::State::Stub* stub =
+          stubs[static_cast<size_t>(id % nconn)].get();
+      static constexpr char kAlnum[] =
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+      std::mt19937_64 rng(std::random_device{}() + static_cast<unsigned>(id));
+      std::string value = "\"";
+      for (int i = 0; i + 2 < o.value_size; ++i) {
+        value += kAlnum[rng() % (sizeof(kAlnum) - 1)];
+      }
+      value += "\"";
+      std::vector<double> lat;
+      lat.reserve(4096);
+      char key[64];
+      for (long seq = 0;; ++seq) {
+        auto t = Clock::now();
+        if (t > end || failed.load(std::memory_order_relaxed)) break;
+        snprintf(key, sizeof(key), "bench/%04d/%010ld", id, seq);
+        mycel::v1::PutStateRequest req;
+        req.set_key(key);
+        req.set_value(value);
+        mycel::v1::StateObject resp;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::duration<double>(o.timeout_s)));
+        grpc::Status st = stub->Put(&ctx, req, &resp);
+        auto done = Clock::now();
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          ++errors;
+          if (first_error.empty()) {
+            first_error =
+                absl::StrCat("client ", id, " put ", key, ": code ",
+                             st.error_code(), ": ", st.error_message());
+          }
+          failed = true;
+          break;
+        }
+        ok_total.fetch_add(1, std::memory_order_relaxed);
+        if (t < measure_from || done > end) continue;
+        lat.push_back(
+            std::chrono::duration<double, std::milli>(done - t).count());
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      all_ms.insert(all_ms.end(), lat.begin(), lat.end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (failed) {
+    // No figures from a run that met an error: the row is a failure, said
+    // on stderr and in the JSON line, and the exit status is 1.
+    fprintf(stderr, "state_put_bench: %s\n", first_error.c_str());
+    std::string escaped;
+    for (char ch : first_error) {
+      if (ch == '"' || ch == '\\') escaped += '\\';
+      escaped += static_cast<unsigned char>(ch) < 0x20 ? ' ' : ch;
+    }
+    printf(
+        "{\"mode\":\"put\",\"clients\":%d,\"conns\":%d,\"value_size\":%d,"
+        "\"duration_s\":%g,\"failed\":true,\"ops_ok_before_error\":%ld,"
+        "\"errors\":%d,\"first_error\":\"%s\"}\n",
+        o.clients, nconn, o.value_size, o.duration_s, ok_total.load(), errors,
+        escaped.c_str());
+    return 1;
+  }
+  std::sort(all_ms.begin(), all_ms.end());
+  auto r3 = [](double v) { return std::round(v * 1000) / 1000; };
+  printf(
+      "{\"mode\":\"put\",\"clients\":%d,\"conns\":%d,\"value_size\":%d,"
+      "\"duration_s\":%g,\"ops\":%zu,\"ops_per_s\":%.1f,\"p50_ms\":%g,"
+      "\"p90_ms\":%g,\"p99_ms\":%g,\"max_ms\":%g,\"errors\":0}\n",
+      o.clients, nconn, o.value_size, o.duration_s, all_ms.size(),
+      static_cast<double>(all_ms.size()) / o.duration_s,
+      r3(NearestRank(all_ms, 0.5)), r3(NearestRank(all_ms, 0.9)),
+      r3(NearestRank(all_ms, 0.99)), r3(NearestRank(all_ms, 1)));
+  return 0;
+}
+
+bool ParseLoadFlag(const std::string& flag, const char* v, LoadOptions* o) {
+  if (flag == "--socket") {
+    o->socket = v;
+    return true;
+  }
+  if (flag == "--clients")
+    return absl::SimpleAtoi(v, &o->clients) && o->clients > 0;
+  if (flag == "--conns") return absl::SimpleAtoi(v, &o->conns) && o->conns >= 0;
+  if (flag == "--duration") {
+    return absl::SimpleAtod(v, &o->duration_s) && o->duration_s > 0;
+  }
+  if (flag == "--warmup") {
+    return absl::SimpleAtod(v, &o->warmup_s) && o->warmup_s >= 0;
+  }
+  if (flag == "--value-size") {
+    return absl::SimpleAtoi(v, &o->value_size) && o->value_size >= 2;
+  }
+  if (flag == "--timeout") {
+    return absl::SimpleAtod(v, &o->timeout_s) && o->timeout_s > 0;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int puts = 1000;
   std::string base = "/tmp";
+  LoadOptions load;
+  bool load_mode = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
+    if (flag != "--puts" && flag != "--dir" &&
+        ParseLoadFlag(flag, argv[i + 1], &load)) {
+      load_mode = true;
+      continue;
+    }
     if (flag == "--puts" && absl::SimpleAtoi(argv[i + 1], &puts) && puts > 0) {
       continue;
     }
@@ -106,8 +292,23 @@ int main(int argc, char** argv) {
       base = argv[i + 1];
       continue;
     }
-    fprintf(stderr, "usage: state_put_bench [--puts N] [--dir DIR]\n");
+    fprintf(stderr,
+            "usage: state_put_bench [--puts N] [--dir DIR]\n"
+            "       state_put_bench --socket PATH [--clients C] [--conns K]\n"
+            "         [--duration S] [--warmup S] [--value-size B] "
+            "[--timeout S]\n");
     return 2;
+  }
+  if (argc % 2 == 0) {
+    fprintf(stderr, "state_put_bench: %s needs a value\n", argv[argc - 1]);
+    return 2;
+  }
+  if (load_mode) {
+    if (load.socket.empty()) {
+      fprintf(stderr, "state_put_bench: load mode needs --socket PATH\n");
+      return 2;
+    }
+    return RunLoad(load);
   }
   Figures normal, full;
   if (!Measure(base, "normal", puts, &normal)) return 1;
