@@ -14,6 +14,18 @@
 # gives the median of the rounds (and their range), and mycel rows as a
 # ratio of etcd's at the same C.
 #
+# mycel (--impl etcd,mycel): a fresh myceld per row (its own state dir in
+# the same data dir as etcd's, not in a mesh: replication is off, so a put
+# is a local write), driven over its unix socket by state_put_bench's load
+# mode (tests/bench/state_put_bench.cc, C++) in the same shape as etcdload:
+# C threads, each with its own gRPC channel and connection, one State.Put
+# in flight each, distinct keys bench/<client>/<seq>, values that are a
+# JSON string of --value-size bytes (quotes included), the same warm-up and
+# window. It counts only puts answered OK and fails the run on any other
+# status. "mycel" is two rows per C, measured in the same rounds:
+# mycel-normal (myceld --durability normal) and mycel-full (--durability
+# full); --impl mycel-normal or mycel-full picks one.
+#
 # Durability, as run here (etcd's defaults; nothing is turned off):
 #   - etcd fsyncs its WAL on every commit: each raft Ready that carries
 #     entries is appended to the WAL and fdatasync'ed before the put is
@@ -26,6 +38,16 @@
 #     (--backend-batch-interval/--backend-batch-limit defaults); durability
 #     of an answered put rests on the WAL.
 #   - snapshot-count is 100000 entries, more than a row writes.
+#   - mycel (daemon/store/store.cc): SQLite in WAL mode, one connection
+#     with locking_mode=EXCLUSIVE; a put is one transaction (the object row
+#     and its change_log entry), committed before the answer; commits are
+#     serialised (no group commit). mycel-normal: synchronous=NORMAL, the
+#     commit appends to the WAL with no fsync (the WAL is fsync'ed at
+#     checkpoints, every 1000 pages by SQLite's default); an answered put
+#     survives kill -9 of myceld, not a power loss. It is not the same race
+#     as etcd's and is shown as what mycel runs by default. mycel-full:
+#     synchronous=FULL, the WAL is fsync'ed at every commit before the
+#     answer: the like-for-like row against etcd.
 # The data dir's filesystem is printed; tmpfs is refused (fsync would be a
 # no-op) unless --allow-tmpfs. A "disk floor" row measures one writer doing
 # 256-byte appends + fdatasync to a preallocated file in the same
@@ -42,7 +64,10 @@
 # Defaults take about 4 minutes.
 #
 # Options:
-#   --impl LIST        etcd, mycel or both comma-separated (etcd)
+#   --impl LIST        etcd, mycel (= mycel-normal,mycel-full), mycel-normal,
+#                      mycel-full, comma-separated (etcd)
+#   --mycel-build DIR  CMake build dir with myceld, mycel and
+#                      tests/bench/state_put_bench (<repo>/build)
 #   --clients LIST     concurrencies (1,16,64)
 #   --conns K          gRPC connections shared by the clients (0: one each)
 #   --rounds R (3)  --duration S (10)  --warmup S (1)  --value-size B (256)
@@ -60,10 +85,12 @@
 # round, clients, conns, value_size, duration_s, ops, ops_per_s, p50_ms,
 # p90_ms, p99_ms, max_ms, errors, load1, fs (type and source of the data
 # dir), durability (text); check_perf_l has ops_per_s, slowest_ms,
-# stddev_ms, pass instead of percentiles.
-# Exit status 77: an implementation is not available (mycel, for now).
+# stddev_ms, pass instead of percentiles. A row whose load generator met an
+# error status has failed: true, errors, first_error, ops_ok_before_error
+# and no figures; the table says FAILED and lists the errors under it.
+# Exit status 77: an implementation is not available (mycel not built).
 #
-# ---- What the mycel side must provide (the plug-in contract) -------------
+# ---- What an implementation provides (the plug-in contract) --------------
 # impl_prepare_mycel: build/find myceld and a load generator; set
 #   impl_version and a one-line `durability` text saying what a committed
 #   put has been through (for a race with etcd's fsync'ed WAL, mycel's
@@ -106,6 +133,7 @@ data_parent=${TMPDIR:-/tmp}
 allow_tmpfs=0
 port=22379
 build=$src/build-bench
+mycel_build=$src/build
 check_perf=1
 fsync_floor=1
 with_nofsync=0
@@ -135,6 +163,7 @@ while (($# > 0)); do
     --data-parent) data_parent=$2 ;;
     --port) port=$2 ;;
     --build-dir) build=$2 ;;
+    --mycel-build) mycel_build=$2 ;;
     *) die "unknown option $opt (--help)" ;;
     esac
     shift
@@ -143,7 +172,15 @@ while (($# > 0)); do
   shift
 done
 
-IFS=, read -r -a impl_arr <<<"$impls"
+impl_arr=()
+IFS=, read -r -a raw_impls <<<"$impls"
+for impl in "${raw_impls[@]}"; do
+  if [[ $impl == mycel ]]; then
+    impl_arr+=(mycel-normal mycel-full)
+  else
+    impl_arr+=("$impl")
+  fi
+done
 IFS=, read -r -a c_arr <<<"$clients_list"
 for v in "$conns" "$rounds" "$duration" "$warmup" "$value_size" "$port" \
   "${c_arr[@]}"; do
@@ -225,21 +262,69 @@ impl_stop_etcd() {
   server_pid=
 }
 
-# mycel: to be filled in by the store work (see the contract above).
-impl_prepare_mycel() {
-  echo "etcd_bench.sh: mycel: not built yet (a durable put RPC and its" \
-    "load generator; see the contract at the top of $0)" >&2
-  exit 77
+# mycel-normal and mycel-full: one myceld, --durability normal or full.
+mycel_prepare() { # DURABILITY
+  local b
+  b=$(cd "$mycel_build" 2>/dev/null && pwd) || {
+    echo "etcd_bench.sh: mycel: no build dir $mycel_build (--mycel-build)" >&2
+    exit 77
+  }
+  myceld=$b/daemon/myceld
+  mycel_cli=$b/cli/mycel
+  mycel_load=$b/tests/bench/state_put_bench
+  for f in "$myceld" "$mycel_cli" "$mycel_load"; do
+    [[ -x $f ]] || {
+      echo "etcd_bench.sh: mycel: $f is not built (cmake --build" \
+        "$mycel_build --target myceld mycel state_put_bench)" >&2
+      exit 77
+    }
+  done
+  impl_version="myceld $("$myceld" --version 2>&1 | head -n 1 | awk '{print $NF}')"
+  impl_version+=" (git $(git -C "$src" rev-parse --short HEAD 2>/dev/null ||
+    echo '?')), --durability $1, state_put_bench load mode (C++ gRPC)"
+  if [[ $1 == full ]]; then
+    durability="SQLite WAL, synchronous=FULL: WAL fsync per commit before"
+    durability+=" the answer; commits serialised (no group commit)"
+  else
+    durability="SQLite WAL, synchronous=NORMAL: no fsync at commit (WAL"
+    durability+=" fsync'ed at checkpoints); survives kill -9, not power loss"
+  fi
 }
-impl_start_mycel() { exit 77; }
-impl_load_mycel() { exit 77; }
-impl_stop_mycel() { exit 77; }
+mycel_start() { # DURABILITY DATADIR
+  local d=$2 i
+  # The cell pool is off and the cgroup subtree is the row's own: the
+  # daemon serves only the store here.
+  "$myceld" --node-name bench --state-dir "$d/state" --socket "$d/mycel.sock" \
+    --cgroup-subtree "etcd-bench-$$-${d##*.}" --cell-pool 0 \
+    --durability "$1" --log-level warn >"$d/myceld.log" 2>&1 &
+  server_pid=$!
+  for ((i = 0; i < 200; i++)); do
+    "$mycel_cli" --socket "$d/mycel.sock" --timeout 1 node health \
+      >/dev/null 2>&1 && { mycel_socket=$d/mycel.sock && return 0; }
+    kill -0 "$server_pid" 2>/dev/null ||
+      die "myceld exited: $(tail -n 5 "$d/myceld.log")"
+    sleep 0.1
+  done
+  die "myceld did not answer in 20 s: $(tail -n 5 "$d/myceld.log")"
+}
+mycel_load() { # C
+  "$mycel_load" --socket "$mycel_socket" --clients "$1" --conns "$conns" \
+    --value-size "$value_size" --warmup "$warmup" --duration "$duration"
+}
+impl_prepare_mycel-normal() { mycel_prepare normal; }
+impl_prepare_mycel-full() { mycel_prepare full; }
+impl_start_mycel-normal() { mycel_start normal "$1"; }
+impl_start_mycel-full() { mycel_start full "$1"; }
+impl_load_mycel-normal() { mycel_load "$1"; }
+impl_load_mycel-full() { mycel_load "$1"; }
+impl_stop_mycel-normal() { impl_stop_etcd; } # SIGTERM, wait
+impl_stop_mycel-full() { impl_stop_etcd; }
 
 # --- set-up -------------------------------------------------------------------
 declare -A versions durabilities
 for impl in "${impl_arr[@]}"; do
   declare -F "impl_prepare_$impl" >/dev/null ||
-    die "unknown implementation $impl (etcd, mycel)"
+    die "unknown implementation $impl (etcd, mycel, mycel-normal, mycel-full)"
 done
 log "building etcdload (go build, GOPATH mode, offline)"
 go_build "$src/tests/bench/etcd" "$etcdload"
@@ -282,8 +367,10 @@ record() { # IMPL ROW ROUND JSON: add the common fields, keep the line
   echo "$line" >>"$results"
   [[ -z $out ]] || echo "$line" >>"$out"
   log "$(jq -r '"\(.impl) \(.row) C=\(.clients) round \(.round):" +
+    (if .failed then " FAILED (\(.errors) error(s))" else
     " \(.ops_per_s) ops/s, p50 \(.p50_ms // "-") ms, p99" +
-    " \(.p99_ms // "-") ms, errors \(.errors // 0); load \(.load1)"' <<<"$line")"
+    " \(.p99_ms // "-") ms, errors \(.errors // 0)" end) +
+    "; load \(.load1)"' <<<"$line")"
 }
 
 measure() { # IMPL ROW C ROUND [EXTRA-SERVER-FLAGS...]
@@ -292,7 +379,14 @@ measure() { # IMPL ROW C ROUND [EXTRA-SERVER-FLAGS...]
   d=$(mktemp -d "$tmp/$impl-$row-c$c-r$round.XXXX")
   cur_impl=$impl
   "impl_start_$impl" "$d" "$@"
-  json=$("impl_load_$impl" "$c") || die "$impl load C=$c failed"
+  if ! json=$("impl_load_$impl" "$c"); then
+    # A load generator that met an error status says so in its line
+    # ("failed": true); the row is kept as a failure, loudly, not a figure.
+    jq -e '.failed == true' <<<"$json" >/dev/null 2>&1 ||
+      die "$impl load C=$c failed: $json"
+    log "FAILED: $impl C=$c round $round: $(jq -r .first_error <<<"$json")" \
+      "after $(jq -r .ops_ok_before_error <<<"$json") puts answered OK"
+  fi
   "impl_stop_$impl"
   cur_impl=
   record "$impl" "$row" "$round" "$json"
@@ -373,7 +467,8 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
   printf '%-26s %7s %10s %17s %8s %8s %8s %7s\n' row clients "ops/s" \
     "(rounds min-max)" "p50 ms" "p90 ms" "p99 ms" "×etcd"
-  jq -rs --arg first "${impl_arr[0]}" '
+  jq -rs --arg first "${impl_arr[0]}" \
+    --argjson order "$(printf '%s\n' "${impl_arr[@]}" | jq -R . | jq -sc .)" '
     def med: sort | if length == 0 then null
       else .[((length + 1) / 2 | floor) - 1] end;
     def r($d): if . == null then "-"
@@ -381,14 +476,17 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
     . as $all
     | [group_by([.impl, .row, .clients])[]
        | {impl: .[0].impl, row: .[0].row, clients: .[0].clients,
-          ops: (map(.ops_per_s) | med), lo: (map(.ops_per_s) | min),
-          hi: (map(.ops_per_s) | max), p50: (map(.p50_ms // empty) | med),
+          ops: (map(.ops_per_s // empty) | med),
+          lo: (map(.ops_per_s // empty) | min),
+          hi: (map(.ops_per_s // empty) | max),
+          failed: (map(select(.failed == true)) | length),
+          p50: (map(.p50_ms // empty) | med),
           p90: (map(.p90_ms // empty) | med), p99: (map(.p99_ms // empty) | med),
           slow: (map(.slowest_ms // empty) | med),
           pass: (.[0].pass // null), n: length}]
     | sort_by(if .row == "fsync_floor" then 0 elif .row == "put" then 1
               elif .row == "put_nofsync" then 2 else 3 end, .clients,
-              (.impl != $first))
+              (.impl != $first), (.impl as $i | $order | index($i)))
     | . as $rows
     | .[]
     | . as $x
@@ -397,16 +495,24 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
     | [(if .row == "fsync_floor" then "disk floor (fdatasync)"
         elif .row == "check_perf_l" then "etcdctl check perf l"
         else "\(.impl) \(.row)" end),
-       (.clients | tostring), (.ops | r(0)),
-       (if .n > 1 then "\(.lo | r(0))-\(.hi | r(0))" else "" end),
+       (.clients | tostring),
+       (if .failed == .n then "FAILED" else (.ops | r(0)) end),
+       (if .failed > 0 then "\(.failed) of \(.n) failed"
+        elif .n > 1 then "\(.lo | r(0))-\(.hi | r(0))" else "" end),
        (.p50 | r(2)), (.p90 | r(2)),
        (if .row == "check_perf_l" then "slowest \(.slow | r(0)) ms, " +
           (if .pass then "PASS" else "FAIL" end) else (.p99 | r(2)) end),
-       (if .row == "put" and .impl != "etcd" and $etcd != null
-        then (.ops / $etcd | r(2)) else "" end)]
+       (if .row == "put" and .impl != "etcd" and $etcd != null and
+          .ops != null then (.ops / $etcd | r(2)) else "" end)]
     | @tsv' "$results" |
     awk -F'\t' '{ printf "%-26s %7s %10s %17s %8s %8s %8s %7s\n",
       $1, $2, $3, $4, $5, $6, $7, $8 }'
+  if jq -e 'select(.failed == true)' "$results" >/dev/null; then
+    echo "-- failed rows (the load generator met an error status; no figures):"
+    jq -r 'select(.failed == true) | "   \(.impl) C=\(.clients) round" +
+      " \(.round): \(.errors) error(s) after \(.ops_ok_before_error) puts" +
+      " answered OK; first: \(.first_error)"' "$results"
+  fi
   if [[ -s $tmp/check-perf.txt ]]; then
     echo "-- etcdctl check perf --load=l said (500 clients, 8000/s limit," \
       "1 KiB values):"
