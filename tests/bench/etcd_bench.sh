@@ -317,8 +317,14 @@ impl_start_mycel-normal() { mycel_start normal "$1"; }
 impl_start_mycel-full() { mycel_start full "$1"; }
 impl_load_mycel-normal() { mycel_load "$1"; }
 impl_load_mycel-full() { mycel_load "$1"; }
-impl_stop_mycel-normal() { impl_stop_etcd; } # SIGTERM, wait
-impl_stop_mycel-full() { impl_stop_etcd; }
+mycel_stop() {
+  impl_stop_etcd # SIGTERM, wait
+  # myceld leaves its (empty) cgroup subtree behind; the row's is ours.
+  find /sys/fs/cgroup -depth -type d -path "*/etcd-bench-$$-*" \
+    -exec rmdir {} + 2>/dev/null || true
+}
+impl_stop_mycel-normal() { mycel_stop; }
+impl_stop_mycel-full() { mycel_stop; }
 
 # --- set-up -------------------------------------------------------------------
 declare -A versions durabilities
