@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "google/protobuf/util/json_util.h"
 #include "mycel/v1/membership.pb.h"
+#include "tests/testing/netns.h"
 #include "tests/testing/process.h"
 #include "tests/testing/requires.h"
 
@@ -34,8 +35,6 @@ namespace {
 
 constexpr int kNodes = 5;
 constexpr int kPort = 7946;
-constexpr char kIp[] = "/usr/sbin/ip";
-constexpr char kNsenter[] = "/usr/bin/nsenter";
 
 // The LAN profile (mesh/membership/config.h): probe every second; the
 // suspicion timeout is at least 4 * max(1, log10(5)) * 1 s = 4 s and at most
@@ -51,69 +50,18 @@ constexpr absl::Duration kJoinBound = absl::Seconds(20);
 // a few intervals.
 constexpr absl::Duration kHealBound = absl::Seconds(60);
 
-std::string NetnsUnavailable() {
-  if (geteuid() != 0) return "needs root to create network namespaces";
-  if (access(kIp, X_OK) != 0) return absl::StrCat(kIp, " is not installed");
-  if (access(kNsenter, X_OK) != 0) {
-    return absl::StrCat(kNsenter, " is not installed");
-  }
-  const std::string probe = absl::StrCat("mycel-probe-", getpid());
-  testing::CommandResult add = testing::Run({kIp, "netns", "add", probe});
-  if (add.exit_code != 0) {
-    return absl::StrCat("`ip netns add` fails: ", add.err);
-  }
-  testing::Run({kIp, "netns", "del", probe});
-  return "";
-}
-MYCEL_TEST_REQUIRES(NetnsUnavailable());
+MYCEL_TEST_REQUIRES(testing::NetnsUnavailable("mycel-probe-"));
 
-// Runs argv; fails the test with its stderr when it fails.
-void Must(const std::vector<std::string>& argv) {
-  testing::CommandResult r = testing::Run(argv);
-  REQUIRE_MESSAGE(r.exit_code == 0, absl::StrJoin(argv, " "), ": ", r.err);
-}
+using testing::Must;
 
-// The namespaces, the bridge and the veth pairs; all removed on
-// destruction (deleting a namespace deletes its interfaces).
-class Network {
+// Five nodes on one bridge, at 10.213.0.N.
+class Network : public testing::BridgeNet {
  public:
-  Network() : prefix_(absl::StrCat("mycel", getpid())) {
-    Must({kIp, "netns", "add", hub()});
-    namespaces_.push_back(hub());
-    Must({kIp, "-n", hub(), "link", "add", "br0", "type", "bridge"});
-    Must({kIp, "-n", hub(), "link", "set", "br0", "up"});
-    for (int i = 1; i <= kNodes; ++i) {
-      Must({kIp, "netns", "add", ns(i)});
-      namespaces_.push_back(ns(i));
-      Must({kIp, "-n", hub(), "link", "add", veth(i), "type", "veth", "peer",
-            "name", "eth0", "netns", ns(i)});
-      Must({kIp, "-n", hub(), "link", "set", veth(i), "master", "br0"});
-      Must({kIp, "-n", hub(), "link", "set", veth(i), "up"});
-      Must({kIp, "-n", ns(i), "addr", "add", absl::StrCat(ip(i), "/24"), "dev",
-            "eth0"});
-      Must({kIp, "-n", ns(i), "link", "set", "eth0", "up"});
-      Must({kIp, "-n", ns(i), "link", "set", "lo", "up"});
-    }
-  }
-  ~Network() {
-    for (const std::string& n : namespaces_) {
-      testing::Run({kIp, "netns", "del", n});
-    }
-  }
-
-  std::string hub() const { return prefix_ + "-hub"; }
-  std::string ns(int i) const { return absl::StrCat(prefix_, "-n", i); }
-  static std::string veth(int i) { return absl::StrCat("h", i); }
-  static std::string ip(int i) { return absl::StrCat("10.213.0.", i); }
-  static std::string address(int i) { return absl::StrCat(ip(i), ":", kPort); }
-  // Takes node i's link off the bridge, or puts it back.
-  void SetLink(int i, bool up) {
-    Must({kIp, "-n", hub(), "link", "set", veth(i), up ? "up" : "down"});
-  }
-
- private:
-  std::string prefix_;
-  std::vector<std::string> namespaces_;
+  Network()
+      : BridgeNet({.prefix = "mycel",
+                   .subnet = "10.213.0.",
+                   .nodes = kNodes,
+                   .port = kPort}) {}
 };
 
 std::string NodeName(int i) { return absl::StrCat("node", i); }
@@ -149,18 +97,16 @@ std::unique_ptr<testing::DaemonProcess> MakeDaemon(const Network& net,
   // node1.
   const std::string config = dir + "/config.json";
   const int seed = i == 1 ? 2 : 1;
-  REQUIRE(
-      testing::Shell(absl::StrCat("echo '{\"seeds\": [\"",
-                                  Network::address(seed), "\"]}' > ", config))
-          .exit_code == 0);
+  REQUIRE(testing::Shell(absl::StrCat("echo '{\"seeds\": [\"",
+                                      net.address(seed), "\"]}' > ", config))
+              .exit_code == 0);
   auto d = std::make_unique<testing::DaemonProcess>(
       dir, std::vector<std::string>{
                "--config", config, "--node-name", NodeName(i), "--listen",
-               Network::address(i), "--tls-cert", pki + "/server.crt",
-               "--tls-key", pki + "/server.key", "--tls-ca", pki + "/ca.crt",
-               "--cell-pool", "0"});
-  d->set_wrapper(
-      {kNsenter, absl::StrCat("--net=/run/netns/", net.ns(i)), "--"});
+               net.address(i), "--tls-cert", pki + "/server.crt", "--tls-key",
+               pki + "/server.key", "--tls-ca", pki + "/ca.crt", "--cell-pool",
+               "0"});
+  d->set_wrapper(net.Enter(i));
   return d;
 }
 
@@ -252,7 +198,7 @@ TEST_CASE(
   for (int i = 1; i <= kNodes; ++i) {
     const mycel::v1::Member& m = seen->at(NodeName(i));
     REQUIRE(m.addresses_size() >= 1);
-    CHECK(m.addresses(0) == Network::address(i));
+    CHECK(m.addresses(0) == net.address(i));
     CHECK(m.incarnation() > 0);
     CHECK(m.self() == (i == 1));
     if (i != 1) CHECK(m.has_last_heard());
@@ -300,14 +246,14 @@ TEST_CASE(
 
   // 4. A partition: node3's link goes down until node1 declares it dead,
   // then comes back; the mesh heals with no join.
-  net.SetLink(3, false);
+  REQUIRE(net.SetLink(3, false).empty());
   std::optional<absl::Duration> cut =
       WaitFor([&] { return Sees(*d[0], {3}, mycel::v1::MEMBER_STATE_DEAD); },
               kDeathBound);
   REQUIRE_MESSAGE(cut.has_value(), Describe(d));
   MESSAGE("partitioned node3 was dead on node1 after ",
           absl::FormatDuration(*cut));
-  net.SetLink(3, true);
+  REQUIRE(net.SetLink(3, true).empty());
   std::optional<absl::Duration> healed = WaitFor(
       [&] {
         for (auto& x : d) {

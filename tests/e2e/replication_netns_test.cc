@@ -46,6 +46,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "mycel/v1/membership.pb.h"
 #include "mycel/v1/state.pb.h"
+#include "tests/testing/netns.h"
 #include "tests/testing/process.h"
 #include "tests/testing/requires.h"
 
@@ -54,8 +55,6 @@ namespace {
 
 constexpr int kNodes = 5;
 constexpr int kPort = 7946;
-constexpr char kIp[] = "/usr/sbin/ip";
-constexpr char kNsenter[] = "/usr/bin/nsenter";
 constexpr char kEnv[] = "/usr/bin/env";
 
 // The bounds are a few times what the protocol implies, for a loaded
@@ -91,86 +90,21 @@ constexpr absl::Duration kCatchUpBound = absl::Seconds(40);
 // takes about 8 s on average.
 constexpr absl::Duration kBehindBound = absl::Seconds(45);
 
-std::string NetnsUnavailable() {
-  if (geteuid() != 0) return "needs root to create network namespaces";
-  if (access(kIp, X_OK) != 0) return absl::StrCat(kIp, " is not installed");
-  if (access(kNsenter, X_OK) != 0) {
-    return absl::StrCat(kNsenter, " is not installed");
-  }
-  const std::string probe = absl::StrCat("mycel-repl-probe-", getpid());
-  testing::CommandResult add = testing::Run({kIp, "netns", "add", probe});
-  if (add.exit_code != 0) {
-    return absl::StrCat("`ip netns add` fails: ", add.err);
-  }
-  testing::Run({kIp, "netns", "del", probe});
-  return "";
-}
-MYCEL_TEST_REQUIRES(NetnsUnavailable());
+MYCEL_TEST_REQUIRES(testing::NetnsUnavailable("mycel-repl-probe-"));
 
-// Runs argv; fails the test with its stderr when it fails.
-void Must(const std::vector<std::string>& argv) {
-  testing::CommandResult r = testing::Run(argv);
-  REQUIRE_MESSAGE(r.exit_code == 0, absl::StrJoin(argv, " "), ": ", r.err);
-}
+using testing::Must;
 
-// Namespaces deleted on destruction (deleting one deletes its interfaces).
-class Namespaces {
+// Five nodes at 10.214.0.N. Every node's link is on br0; a partition moves
+// one side's links to br1, so that each side still reaches its own
+// members.
+class Network : public testing::BridgeNet {
  public:
-  Namespaces() = default;
-  Namespaces(const Namespaces&) = delete;
-  Namespaces& operator=(const Namespaces&) = delete;
-  ~Namespaces() {
-    for (const std::string& n : names_) testing::Run({kIp, "netns", "del", n});
-  }
-  void Add(const std::string& name) {
-    Must({kIp, "netns", "add", name});
-    names_.push_back(name);
-  }
-
- private:
-  std::vector<std::string> names_;
-};
-
-// The namespaces, two bridges and the veth pairs. Every node's link is on
-// br0; a partition moves one side's links to br1, so that each side still
-// reaches its own members. A constructor that fails part way still
-// removes what it made (the namespaces are a member).
-class Network {
- public:
-  Network() : prefix_(absl::StrCat("mycel-repl-", getpid())) {
-    namespaces_.Add(hub());
-    for (const char* bridge : {"br0", "br1"}) {
-      Must({kIp, "-n", hub(), "link", "add", bridge, "type", "bridge"});
-      Must({kIp, "-n", hub(), "link", "set", bridge, "up"});
-    }
-    for (int i = 1; i <= kNodes; ++i) {
-      namespaces_.Add(ns(i));
-      Must({kIp, "-n", hub(), "link", "add", veth(i), "type", "veth", "peer",
-            "name", "eth0", "netns", ns(i)});
-      Must({kIp, "-n", hub(), "link", "set", veth(i), "master", "br0"});
-      Must({kIp, "-n", hub(), "link", "set", veth(i), "up"});
-      Must({kIp, "-n", ns(i), "addr", "add", absl::StrCat(ip(i), "/24"), "dev",
-            "eth0"});
-      Must({kIp, "-n", ns(i), "link", "set", "eth0", "up"});
-      Must({kIp, "-n", ns(i), "link", "set", "lo", "up"});
-    }
-  }
-
-  std::string hub() const { return prefix_ + "-hub"; }
-  std::string ns(int i) const { return absl::StrCat(prefix_, "-n", i); }
-  static std::string veth(int i) { return absl::StrCat("h", i); }
-  static std::string ip(int i) { return absl::StrCat("10.214.0.", i); }
-  static std::string address(int i) { return absl::StrCat(ip(i), ":", kPort); }
-  // Puts node i's link on `bridge`; the error, or "".
-  std::string Attach(int i, const std::string& bridge) const {
-    testing::CommandResult r = testing::Run(
-        {kIp, "-n", hub(), "link", "set", veth(i), "master", bridge});
-    return r.exit_code == 0 ? "" : absl::StrCat("ip link set master: ", r.err);
-  }
-
- private:
-  std::string prefix_;
-  Namespaces namespaces_;
+  Network()
+      : BridgeNet({.prefix = "mycel-repl-",
+                   .subnet = "10.214.0.",
+                   .nodes = kNodes,
+                   .port = kPort,
+                   .bridges = {"br0", "br1"}}) {}
 };
 
 // Cuts `side` off from the rest (their links on br1) from Cut() until
@@ -232,11 +166,9 @@ class Cluster {
       const std::string dir = root_.Sub(absl::StrCat("repl", i));
       REQUIRE(mkdir(dir.c_str(), 0700) == 0);
       auto d = std::make_unique<testing::DaemonProcess>(
-          dir,
-          std::vector<std::string>{"--node-name", NodeName(i), "--listen",
-                                   Network::address(i), "--cell-pool", "0"});
-      d->set_wrapper(
-          {kNsenter, absl::StrCat("--net=/run/netns/", net_.ns(i)), "--"});
+          dir, std::vector<std::string>{"--node-name", NodeName(i), "--listen",
+                                        net_.address(i), "--cell-pool", "0"});
+      d->set_wrapper(net_.Enter(i));
       daemons_.push_back(std::move(d));
     }
   }
@@ -263,7 +195,7 @@ class Cluster {
       testing::CommandResult token = Cli(1, {"mesh", "token", "create"});
       REQUIRE_MESSAGE(token.exit_code == 0, token.err);
       testing::CommandResult join =
-          Cli(i, {"mesh", "join", Network::address(1), "--token",
+          Cli(i, {"mesh", "join", net_.address(1), "--token",
                   std::string(absl::StripAsciiWhitespace(token.out))});
       REQUIRE_MESSAGE(join.exit_code == 0, NodeName(i), ": ", join.err);
     }
