@@ -1,6 +1,7 @@
 #include "mesh/replication/replicator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -93,7 +94,21 @@ void Replicator::OnLocalChange(const store::ObjectChange& change,
                                absl::Time now) {
   int64_t& held = held_[change.stamp.origin];
   held = std::max(held, change.stamp.seq);
-  Push({change}, options_.push_hops, "");
+  Push({change}, PushHops(), "");
+}
+
+int Replicator::PushHops() const {
+  // fanout^(hops + 1) peers are reached at most (fewer, as pushes meet
+  // nodes that already hold the change), so hops + 1 >= log_fanout(N)
+  // gives a push the reach to cover the mesh, and one more hop makes up
+  // for the overlap; anti-entropy repairs the rest.
+  const double n = static_cast<double>(members_.size() + 1);
+  int needed = 1;
+  if (options_.fanout > 1) {
+    needed =
+        static_cast<int>(std::ceil(std::log(n) / std::log(options_.fanout)));
+  }
+  return std::max(options_.push_hops, needed);
 }
 
 absl::Status Replicator::HandleMessage(absl::string_view peer,
@@ -132,8 +147,7 @@ absl::Status Replicator::HandlePush(absl::string_view peer,
     Keep(&first, Receive(peer, *std::move(c), now, &fresh));
   }
   // A sender cannot make a change travel further than this node would.
-  const int hops =
-      std::min(static_cast<int>(push.hops()), options_.push_hops + 1);
+  const int hops = std::min(static_cast<int>(push.hops()), PushHops() + 1);
   if (hops > 0) Push(fresh, hops - 1, peer);
   return first;
 }

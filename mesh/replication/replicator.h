@@ -19,16 +19,16 @@
 //     after any of them: send every r->TakeOutbox() entry, re-arm the timer
 //
 // Dissemination. Push: a new change goes at once to `fanout` random live
-// peers with a hop budget; a peer that had not seen it passes it on to
-// `fanout` more with one hop less, so each change is gossiped a bounded
-// number of times. Anti-entropy: every `anti_entropy_interval`, a digest
-// (this node's version vector) goes to one random peer, which answers with
-// its own; each side then streams to the other only the changes it lacks,
-// in chunks of at most `max_chunk_bytes`, at most `window` unacknowledged
-// per stream (backpressure) and at most `max_streams` streams at once. A
-// peer behind the log's floor (changes compacted by GC) gets a full
-// snapshot instead. Live pushes never queue behind a stream: a stream has
-// at most `window` chunks out, and pushes are sent as they happen.
+// peers with a hop budget that grows with log(N); a peer that had not seen
+// it passes it on to `fanout` more with one hop less, so each change is
+// gossiped a bounded number of times. Anti-entropy: every
+// `anti_entropy_interval`, a digest (this node's version vector) goes to one
+// random peer, which answers with its own; each side then streams to the other
+// only the changes it lacks, in chunks of at most `max_chunk_bytes`, at most
+// `window` unacknowledged per stream (backpressure) and at most `max_streams`
+// streams at once. A peer behind the log's floor (changes compacted by GC) gets
+// a full snapshot instead. Live pushes never queue behind a stream: a stream
+// has at most `window` chunks out, and pushes are sent as they happen.
 //
 // Received changes that arrive ahead of a gap (seq not the next of their
 // origin) wait in a bounded buffer until the gap fills, and the sender is
@@ -60,7 +60,11 @@ namespace mycel::replication {
 struct ReplicatorOptions {
   // This node (the origin of its changes).
   std::string name;
-  // Peers a new change is pushed to, and hops it travels past the first.
+  // Peers a new change is pushed to, and hops it travels past the first:
+  // at least `push_hops`, and at least ceil(log_fanout(N)) for N nodes
+  // (4 at 50 nodes with a fanout of 3), so that a push alone can reach
+  // every node. A node passes on only what was new to it, so a change
+  // costs at most fanout messages per node.
   int fanout = 3;
   int push_hops = 2;
   absl::Duration anti_entropy_interval = absl::Seconds(2);
@@ -231,6 +235,8 @@ class Replicator {
 
   void Push(const std::vector<store::ObjectChange>& changes, int hops,
             absl::string_view except);
+  // The hop budget of a new change (see ReplicatorOptions::push_hops).
+  int PushHops() const;
   std::vector<std::string> RandomPeers(int k, absl::string_view except_a,
                                        absl::string_view except_b);
   void Send(std::string to, v1::ReplicationMessage message);
