@@ -7,6 +7,12 @@
 #include "runtime/log.h"
 
 namespace mycel {
+namespace {
+
+// See Start: short calls in progress at once, per endpoint.
+constexpr int kMaxSyncThreads = 256;
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(
     boost::asio::io_context* io, std::vector<Endpoint> endpoints) {
@@ -15,14 +21,19 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(
   std::unique_ptr<ApiServer> self(new ApiServer());
   for (Endpoint& e : endpoints) {
     grpc::ServerBuilder builder;
-    // A node agent serves a handful of clients; keep the thread pool small
-    // so that idle memory stays small. Calls that wait (Wait, Stop, Logs,
-    // Run) use the callback API and hold no thread of it.
+    // Calls that wait (Wait, Stop, Logs, Run, Watch) use the callback API
+    // and hold no thread. The sync pool grows with concurrent short calls
+    // and shrinks back to MAX_POLLERS idle threads, so idle memory stays
+    // small; its cap is the number of short calls in progress at once
+    // beyond which a call is refused with RESOURCE_EXHAUSTED. Writes wait
+    // for their group commit on their thread, so the cap must exceed the
+    // concurrent writers a node is expected to take (16 refused a 14th
+    // concurrent State.Put in tests/bench/etcd_bench.sh).
     builder.SetSyncServerOption(grpc::ServerBuilder::NUM_CQS, 1);
     builder.SetSyncServerOption(grpc::ServerBuilder::MIN_POLLERS, 1);
     builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, 2);
     grpc::ResourceQuota quota(absl::StrCat("myceld-", e.name));
-    quota.SetMaxThreads(16);
+    quota.SetMaxThreads(kMaxSyncThreads);
     builder.SetResourceQuota(quota);
     builder.AddChannelArgument(
         GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
