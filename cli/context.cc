@@ -140,7 +140,11 @@ std::unique_ptr<grpc::ClientContext> Context::NewCall() const {
 }
 
 int Context::Fail(const grpc::Status& status) const {
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+  // UNAVAILABLE from a daemon that answered (the channel is connected) is
+  // the daemon's own: a peer it could not reach during a join, say.
+  const bool answered =
+      channel_ != nullptr && channel_->GetState(false) == GRPC_CHANNEL_READY;
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE && !answered) {
     fprintf(stderr, "mycel: cannot reach myceld at %s: is it running? (%s)\n",
             Target().c_str(), status.error_message().c_str());
   } else {

@@ -139,6 +139,13 @@ TEST_CASE("bad tokens over the wire, and the limit on guessing") {
   REQUIRE(b.daemon.Start());
   REQUIRE(c.daemon.Start());
   std::string good = Token(a);
+  // An authority nobody serves: the local daemon answers, and the CLI says
+  // what failed, not that the local daemon is down.
+  Node gone({"--node-name", "gone"});
+  CommandResult nobody = Join(b, gone, good);
+  CHECK(nobody.exit_code == 1);
+  CHECK_MESSAGE(Contains(nobody.err, gone.addr), nobody.err);
+  CHECK_MESSAGE(!Contains(nobody.err, "is it running"), nobody.err);
   // A token that does not parse: nothing is sent.
   CommandResult garbage = Join(b, a, "mycel1.abc");
   CHECK(garbage.exit_code == 1);
