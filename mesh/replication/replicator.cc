@@ -30,6 +30,9 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Create(
   if (options.name.empty()) return invalid("name", "empty");
   if (options.fanout < 1) return invalid("fanout", "must be at least 1");
   if (options.push_hops < 0) return invalid("push_hops", "must not be < 0");
+  if (options.direct_push_max > 100000) {
+    return invalid("direct_push_max", "must not be > 100000");
+  }
   if (options.anti_entropy_interval <= absl::ZeroDuration()) {
     return invalid("anti_entropy_interval", "must be positive");
   }
@@ -94,6 +97,12 @@ void Replicator::OnLocalChange(const store::ObjectChange& change,
                                absl::Time now) {
   int64_t& held = held_[change.stamp.origin];
   held = std::max(held, change.stamp.seq);
+  if (members_.size() <= options_.direct_push_max) {
+    // Every live member at once, with no hops: N - 1 messages, fewer than
+    // gossip's up to fanout * N, and no node left to anti-entropy.
+    Push({change}, 0, "", members_.size());
+    return;
+  }
   Push({change}, PushHops(), "");
 }
 
@@ -522,14 +531,15 @@ void Replicator::CollectGarbage(absl::Time now) {
 }
 
 void Replicator::Push(const std::vector<store::ObjectChange>& changes, int hops,
-                      absl::string_view except) {
+                      absl::string_view except, size_t width) {
   if (changes.empty()) return;
   v1::ReplicationMessage m;
   for (const store::ObjectChange& c : changes) {
     *m.mutable_push()->add_changes() = ToProto(c);
   }
   m.mutable_push()->set_hops(static_cast<uint32_t>(hops));
-  for (std::string& peer : RandomPeers(options_.fanout, except, "")) {
+  const int k = width > 0 ? static_cast<int>(width) : options_.fanout;
+  for (std::string& peer : RandomPeers(k, except, "")) {
     ++stats_.pushes_sent;
     Send(std::move(peer), m);
   }

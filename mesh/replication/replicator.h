@@ -18,10 +18,11 @@
 //     when now >= r->NextDeadline():          r->Tick(now)
 //     after any of them: send every r->TakeOutbox() entry, re-arm the timer
 //
-// Dissemination. Push: a new change goes at once to `fanout` random live
-// peers with a hop budget that grows with log(N); a peer that had not seen
-// it passes it on to `fanout` more with one hop less, so each change is
-// gossiped a bounded number of times. Anti-entropy: every
+// Dissemination. Push: a new change goes at once to every live peer in a
+// mesh of up to `direct_push_max`; in a larger one to `fanout` random live
+// peers with a hop budget that grows with log(N), and a peer that had not
+// seen it passes it on to `fanout` more with one hop less, so each change
+// is gossiped a bounded number of times. Anti-entropy: every
 // `anti_entropy_interval`, a digest (this node's version vector) goes to one
 // random peer, which answers with its own; each side then streams to the other
 // only the changes it lacks, in chunks of at most `max_chunk_bytes`, at most
@@ -67,6 +68,11 @@ struct ReplicatorOptions {
   // costs at most fanout messages per node.
   int fanout = 3;
   int push_hops = 2;
+  // In a mesh of at most this many live peers, a new change goes to all of
+  // them directly instead (N - 1 messages, against up to fanout * N for
+  // gossip, which also leaves about e^-fanout of the nodes to
+  // anti-entropy). 0: always gossip.
+  size_t direct_push_max = 64;
   absl::Duration anti_entropy_interval = absl::Seconds(2);
   // After a gap, the soonest another digest goes to the same peer.
   absl::Duration min_digest_gap = absl::Milliseconds(500);
@@ -233,8 +239,10 @@ class Replicator {
   bool FillChanges(OutStream& s, v1::ReplicationChunk* chunk);
   bool FillSnapshot(OutStream& s, v1::ReplicationChunk* chunk);
 
+  // Sends `changes` to `width` random live peers (0: fanout) but `except`,
+  // each allowed to pass them on `hops` more times.
   void Push(const std::vector<store::ObjectChange>& changes, int hops,
-            absl::string_view except);
+            absl::string_view except, size_t width = 0);
   // The hop budget of a new change (see ReplicatorOptions::push_hops).
   int PushHops() const;
   std::vector<std::string> RandomPeers(int k, absl::string_view except_a,

@@ -41,8 +41,11 @@
 #   - mycel (daemon/store/store.cc): SQLite in WAL mode, one connection
 #     with locking_mode=EXCLUSIVE; a put is one transaction (the object row
 #     and its change_log entry), committed before the answer; commits are
-#     serialised (no group commit). mycel-normal: synchronous=NORMAL, the
-#     commit appends to the WAL with no fsync (the WAL is fsync'ed at
+#     grouped (a write that arrives while another commits waits, and the
+#     next commit takes all that wait, in one transaction: concurrent puts
+#     share a commit and, with full, its fsync). mycel-normal:
+#     synchronous=NORMAL, the commit appends to the WAL with no fsync
+#     (the WAL is fsync'ed at
 #     checkpoints, every 1000 pages by SQLite's default); an answered put
 #     survives kill -9 of myceld, not a power loss. It is not the same race
 #     as etcd's and is shown as what mycel runs by default. mycel-full:
@@ -284,7 +287,7 @@ mycel_prepare() { # DURABILITY
     echo '?')), --durability $1, state_put_bench load mode (C++ gRPC)"
   if [[ $1 == full ]]; then
     durability="SQLite WAL, synchronous=FULL: WAL fsync per commit before"
-    durability+=" the answer; commits serialised (no group commit)"
+    durability+=" the answer; concurrent puts share a commit (group commit)"
   else
     durability="SQLite WAL, synchronous=NORMAL: no fsync at commit (WAL"
     durability+=" fsync'ed at checkpoints); survives kill -9, not power loss"
