@@ -56,6 +56,8 @@ absl::Status ValidateConfig(const Config& c) {
     return absl::InvalidArgumentError(
         "reconnect_interval: must be positive and at most "
         "reconnect_max_backoff");
+  if (!positive(c.join_retry_interval))
+    return absl::InvalidArgumentError("join_retry_interval: must be positive");
   if (c.gossip_budget_bytes < 1024 ||
       c.gossip_budget_bytes > c.max_message_bytes / 2)
     return absl::InvalidArgumentError(

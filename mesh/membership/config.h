@@ -60,6 +60,12 @@ struct Config {
   // per interval (Serf's reconnect rule). A node that knows no live member
   // always tries.
   absl::Duration reconnect_interval = absl::Seconds(10);
+  // A node that knows no live member (it has not joined yet, or lost
+  // everyone) tries its seeds and dead members this often instead, and
+  // backs off from this base up to reconnect_interval: a join whose first
+  // push-pull went unanswered (the seed busy with many joins at once) is
+  // retried within about a second, as Consul's retry_join does.
+  absl::Duration join_retry_interval = absl::Seconds(1);
   // Per-target backoff after unanswered attempts: interval * 2^failures,
   // capped here.
   absl::Duration reconnect_max_backoff = absl::Minutes(5);

@@ -131,7 +131,7 @@ absl::Status Membership::Init(MembershipOptions options, absl::Time now) {
   next_push_pull_ =
       now + PushPullScale(config_.push_pull_interval, NumActive()) *
                 prng_.UniformDouble();
-  next_reconnect_ = now + config_.reconnect_interval * prng_.UniformDouble();
+  next_reconnect_ = now + ReconnectBase() * prng_.UniformDouble();
   next_maintenance_ = now + kMaintenanceInterval;
   if (options.rejoin_on_start) {
     Broadcast(name_, members_[0].record);
@@ -632,8 +632,7 @@ void Membership::Tick(absl::Time now) {
         PushPullWithRandomMember(now_us);
         break;
       case Due::kReconnect:
-        next_reconnect_ =
-            now + config_.reconnect_interval * (0.5 + prng_.UniformDouble());
+        next_reconnect_ = now + ReconnectBase() * (0.5 + prng_.UniformDouble());
         Reconnect(now_us);
         break;
       case Due::kMaintenance:
@@ -785,13 +784,24 @@ bool Membership::Eligible(const std::string& key, int64_t now_us) const {
   return it == backoff_.end() || it->second.next_us <= now_us;
 }
 
+absl::Duration Membership::ReconnectBase() const {
+  const int others = NumActive() - (Active(members_[0].state) ? 1 : 0);
+  return others <= 0
+             ? std::min(config_.join_retry_interval, config_.reconnect_interval)
+             : config_.reconnect_interval;
+}
+
 void Membership::RecordAttempt(const std::string& key, int64_t now_us) {
   Backoff& b = backoff_[key];
   ++b.failures;
   const int shift = std::min(b.failures - 1, 20);
-  const absl::Duration wait =
-      std::min(config_.reconnect_interval * (int64_t{1} << shift),
-               config_.reconnect_max_backoff);
+  // Alone, from the join retry interval up to the reconnect interval;
+  // else from the reconnect interval up to the maximum.
+  const absl::Duration base = ReconnectBase();
+  const absl::Duration cap = base < config_.reconnect_interval
+                                 ? config_.reconnect_interval
+                                 : config_.reconnect_max_backoff;
+  const absl::Duration wait = std::min(base * (int64_t{1} << shift), cap);
   b.next_us = now_us + DurUs(wait);
 }
 

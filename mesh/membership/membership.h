@@ -327,6 +327,9 @@ class Membership {
   std::vector<uint32_t> RandomMembers(int k, uint32_t exclude, bool alive_only,
                                       int64_t now_us);
   bool Eligible(const std::string& key, int64_t now_us) const;
+  // The reconnect schedule's base: join_retry_interval while this node
+  // knows no live member, else reconnect_interval.
+  absl::Duration ReconnectBase() const;
   void RecordAttempt(const std::string& key, int64_t now_us);
   std::string AddressOf(absl::string_view name) const;
   void Send(std::string to, std::string address, Body body,
