@@ -557,15 +557,6 @@ void Membership::HandlePushPull(absl::string_view peer, const PushPull& pp,
       }
       backoff_.erase(SeedKey(it->second));
       seed_requests_.erase(it);
-      // Joined. Nodes that joined at about the same time are in neither
-      // the seed's answer nor, for long, in gossip (their records compete
-      // for the same messages and run out of retransmits): one more
-      // push-pull with a random member about a probe interval later picks
-      // them up, rather than the next periodic one, 30 s or more away
-      // (memberlist's weak spot in concurrent joins).
-      next_push_pull_ = std::min(
-          next_push_pull_,
-          At(now_us) + config_.probe_interval * (1.0 + prng_.UniformDouble()));
     }
     return;
   }

@@ -8,7 +8,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -515,32 +514,6 @@ TEST_CASE("join through a seed; labels and capacity travel with alive") {
   });
   CHECK(b->Find("a")->record->meta.labels[0].second == "z2");
   CHECK(HasEvent(b->TakeEvents(), MemberEventKind::kUpdated, "a"));
-}
-
-TEST_CASE("a node that joined push-pulls again soon, for concurrent joiners") {
-  Fixture f;
-  std::unique_ptr<Membership> a = f.Node("a", {});
-  std::unique_ptr<Membership> b = f.Node("b", {});
-  b->Join({std::string("a:7946")}, f.now);
-  Pump(f, {{"a", a.get()}, {"b", b.get()}});
-  REQUIRE(b->StateOf("a") == MemberState::kAlive);
-  // The next push-pull comes within two probe intervals of the join, not
-  // the 30 s (or more) of the periodic one.
-  const absl::Time joined = f.now;
-  std::optional<absl::Time> again;
-  f.Run(b.get(), joined + absl::Seconds(5), [&](Outbound& out) {
-    if (!again && std::holds_alternative<PushPull>(out.message.body)) {
-      again = f.now;
-    }
-    // a answers (so that it stays alive to b).
-    (void)a->HandleMessage("b", out.message, f.now);
-    for (Outbound& back : a->TakeOutbox()) {
-      (void)b->HandleMessage("a", back.message, f.now);
-    }
-  });
-  REQUIRE(again.has_value());
-  CHECK(*again - joined <= absl::Seconds(2));
-  CHECK(*again - joined >= absl::Seconds(1));
 }
 
 TEST_CASE("an unanswered seed is retried with growing, capped backoff") {
