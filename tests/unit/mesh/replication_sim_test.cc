@@ -363,7 +363,8 @@ TEST_CASE("a write on one node reaches every node by push alone") {
   CHECK(pushes <= 8 * 3);
 }
 
-TEST_CASE("at 50 nodes a push alone reaches every node, directly or by gossip") {
+TEST_CASE(
+    "at 50 nodes a push alone reaches every node, directly or by gossip") {
   constexpr int kNodes = 50;
   constexpr int kSeeds = 20;
   // Pushes one write per seed with anti-entropy out of the way; returns
