@@ -34,6 +34,8 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(
     builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, 2);
     grpc::ResourceQuota quota(absl::StrCat("myceld-", e.name));
     quota.SetMaxThreads(kMaxSyncThreads);
+    // Calls are small: no bandwidth-delay probe PINGs after each one.
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     builder.SetResourceQuota(quota);
     builder.AddChannelArgument(
         GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,

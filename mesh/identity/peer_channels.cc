@@ -99,6 +99,9 @@ std::shared_ptr<grpc::Channel> PeerChannels::Get(absl::string_view name,
   // anti-entropy, renewal); the channel should not back off for minutes.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // Peer calls are small and frequent (a probe a second): the bandwidth-
+  // delay probe would add an HTTP/2 PING and its ack to most of them.
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
       key.second,
       NodeCredentialsFromFiles(options_.ca_file, options_.cert_file,
