@@ -462,7 +462,22 @@ void Store::CommitBatchLocked(const std::vector<PendingWrite*>& batch) {
       ExecuteLocked("ROLLBACK TO write", false, [](Stmt&) {}).IgnoreError();
     }
     absl::Status released = ExecuteLocked("RELEASE write", false, [](Stmt&) {});
-    if (ws.ok() && !released.ok()) ws = released;
+    // Some errors (a full disk, I/O) make SQLite roll the whole transaction
+    // back; what follows would then run outside one, each statement on its
+    // own. The batch ends here, and every write of it fails.
+    if (!released.ok() || sqlite3_get_autocommit(db_.get()) != 0) {
+      const absl::Status lost =
+          !ws.ok() ? ws : Annotate(released, "the group commit's transaction");
+      ExecuteLocked("ROLLBACK", false, [](Stmt&) {}).IgnoreError();
+      next_seq_ = first_seq;
+      for (PendingWrite* failed : batch) {
+        if (failed->result.ok() || failed == w ||
+            absl::IsUnknown(failed->result.status())) {
+          failed->result = lost;
+        }
+      }
+      return;
+    }
     if (!ws.ok()) {
       w->result = ws;
       continue;
