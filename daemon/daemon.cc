@@ -501,7 +501,10 @@ void Daemon::StartReplication() {
       absl::StatusOr<std::vector<pki::StoredJoinToken>> mine =
           mesh_->ListTokens();
       if (mine.ok()) {
-        for (const pki::StoredJoinToken& t : *mine) PublishToken(t.id);
+        const absl::Time now = clock_.Now();
+        for (const pki::StoredJoinToken& t : *mine) {
+          if (t.expires > now) PublishToken(t.id);  // expired admit nobody
+        }
       }
     }
     PublishNodeStatus();
@@ -539,26 +542,29 @@ void Daemon::MergePublishedToken(const std::string& id,
 void Daemon::PublishToken(const std::string& id) {
   if (mesh_ == nullptr || objects_ == nullptr) return;
   if (!mesh_->Status().authority) return;
-  absl::StatusOr<std::string> value = mesh_->SignedToken(id);
-  if (!value.ok()) {
+  absl::StatusOr<pki::StoredJoinToken> token = mesh_->GetToken(id);
+  if (!token.ok()) {
     log::Error("cannot publish a join token",
-               {{"token", id}, {"error", value.status()}});
+               {{"token", id}, {"error", token.status()}});
     return;
   }
-  v1::SignedJoinToken now;
-  if (!google::protobuf::util::JsonStringToMessage(*value, &now).ok()) return;
-  // The same uses and revocation again would be a write for nothing.
+  // The same uses and revocation again would be a write (and a signature)
+  // for nothing.
   absl::StatusOr<store::Object> held =
       objects_->Get(identity::kTokensNamespace, id);
   if (held.ok() && held->value.has_value()) {
     v1::SignedJoinToken was;
     if (google::protobuf::util::JsonStringToMessage(*held->value, &was).ok() &&
-        was.uses_left() == now.uses_left() && was.revoked() == now.revoked()) {
+        was.uses_left() == token->uses_left &&
+        was.revoked() == token->revoked) {
       return;
     }
   }
-  absl::Status s =
-      objects_->Write(identity::kTokensNamespace, id, *value).status();
+  absl::StatusOr<std::string> value = mesh_->SignedToken(id);
+  absl::Status s = value.status();
+  if (s.ok()) {
+    s = objects_->Write(identity::kTokensNamespace, id, *value).status();
+  }
   if (!s.ok()) {
     log::Error("cannot publish a join token", {{"token", id}, {"error", s}});
   }

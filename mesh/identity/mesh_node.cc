@@ -251,6 +251,10 @@ absl::StatusOr<std::vector<pki::StoredJoinToken>> MeshNode::ListTokens() {
   return store_.ListTokens();
 }
 
+absl::StatusOr<pki::StoredJoinToken> MeshNode::GetToken(const std::string& id) {
+  return store_.GetToken(id);
+}
+
 absl::Status MeshNode::RevokeToken(const std::string& id) {
   RETURN_IF_ERROR(pki::ValidateJoinTokenId(id));
   RETURN_IF_ERROR(store_.RevokeToken(id));

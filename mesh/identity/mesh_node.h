@@ -134,6 +134,8 @@ class MeshNode {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<std::vector<pki::StoredJoinToken>> ListTokens();
+  // NOT_FOUND "join token ID does not exist".
+  absl::StatusOr<pki::StoredJoinToken> GetToken(const std::string& id);
   absl::Status RevokeToken(const std::string& id);
   // A new join token valid for `ttl` and `uses` joins, which admits
   // authorities when `authority`: its text (returned once, never stored)

@@ -107,10 +107,9 @@ void Replicator::OnLocalChange(const store::ObjectChange& change,
 }
 
 int Replicator::PushHops() const {
-  // fanout^(hops + 1) peers are reached at most (fewer, as pushes meet
-  // nodes that already hold the change), so hops + 1 >= log_fanout(N)
-  // gives a push the reach to cover the mesh, and one more hop makes up
-  // for the overlap; anti-entropy repairs the rest.
+  // A push reaches at most fanout^(hops + 1) nodes (fewer, as pushes meet
+  // nodes that already hold the change), so hops >= log_fanout(N) leaves a
+  // hop of slack for that overlap; anti-entropy repairs the rest.
   const double n = static_cast<double>(members_.size() + 1);
   int needed = 1;
   if (options_.fanout > 1) {
