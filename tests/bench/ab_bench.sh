@@ -98,9 +98,13 @@ for round in $(seq "$ROUNDS"); do
   for side in "${order[@]}"; do
     b=$old; [[ $side == new ]] && b=$new
     sock=$tmp/$side/sock
-    # API rows: cells_api_bench --tsv prints "row<TAB>p50<TAB>p90<TAB>p99".
-    while IFS=$'\t' read -r row p50 _; do
+    # API rows: cells_api_bench --tsv prints "row<TAB>p50<TAB>p90<TAB>p99<TAB>busy CPUs".
+    # The busy-CPU figure of the Cells.Run rows says how far the machine's
+    # CPUs were in use while they ran (2 of 2: CPU-bound, not waiting).
+    while IFS=$'\t' read -r row p50 _ _ busy; do
       add "api|$row|$side" "$p50"
+      [[ $busy == - || $row != *Cells.Run* ]] ||
+        add "api|$row: busy CPUs (mean)|$side" "$busy"
     done < <("$api_bench" --socket "$sock" --runs "$API_RUNS" --warmup 5 --tsv)
     # `mycel run` back to back.
     hyperfine -N --style none -w 3 -r "$RUNS" --export-json "$tmp/hf.json" \

@@ -15,6 +15,10 @@
 //                                 with its own cell, started together: the
 //                                 wall time until all have ended (how far
 //                                 concurrent runs overlap in the daemon)
+// Beside the percentiles, "busy CPUs" is the machine's busy time (every
+// process and the kernel, from /proc/stat) over the row's wall time: 1.0
+// means one CPU was busy for as long as the row ran. A row that takes long
+// with few busy CPUs is waiting, not computing.
 // The rows are interleaved (one iteration of each in turn), so that a burst
 // of load on a shared machine lands on all of them alike.
 //
@@ -39,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "mycel/v1/cells.grpc.pb.h"
 #include "runtime/status.h"
@@ -238,7 +243,33 @@ double MsSince(Clock::time_point start, Clock::time_point end) {
 struct Series {
   std::string name;
   std::vector<double> ms;
+  double busy_s = 0;  // machine busy time during the kept samples
+  double wall_s = 0;  // the kept samples' wall time
 };
+
+// The machine's busy time so far, in seconds: user, nice, system, irq,
+// softirq and steal of /proc/stat's "cpu" line (not idle, not iowait).
+double BusySeconds() {
+  FILE* f = fopen("/proc/stat", "r");
+  if (f == nullptr) return 0;
+  unsigned long long v[8] = {};
+  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+                 &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+  fclose(f);
+  if (n != 8) return 0;
+  const double busy = static_cast<double>(v[0] + v[1] + v[2] + v[5] + v[6] +
+                                          v[7]);  // not idle (3), iowait (4)
+  return busy / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Records one sample of `s` that started at `start`, when the machine's busy
+// time was `busy_before`.
+void Keep(Series& s, Clock::time_point start, double busy_before) {
+  const double ms = MsSince(start, Clock::now());
+  s.ms.push_back(ms);
+  s.wall_s += ms / 1000;
+  s.busy_s += BusySeconds() - busy_before;
+}
 
 // Nearest-rank percentile of sorted samples.
 double Percentile(const std::vector<double>& sorted, double q) {
@@ -323,27 +354,31 @@ absl::Status Bench(const Options& o) {
   for (int i = 0; i < o.warmup + o.runs; ++i) {
     const bool keep = i >= o.warmup;
 
+    double busy = BusySeconds();
     Clock::time_point start = Clock::now();
     RETURN_IF_ERROR(client.List());
-    if (keep) rows[kList].ms.push_back(MsSince(start, Clock::now()));
+    if (keep) Keep(rows[kList], start, busy);
 
+    busy = BusySeconds();
     Clock::time_point t[5];
     RETURN_IF_ERROR(Sequence(client, absl::StrCat(prefix, "s", i), t));
     if (keep) {
-      rows[kSequence].ms.push_back(MsSince(t[0], t[4]));
+      Keep(rows[kSequence], t[0], busy);
       for (int step = 0; step < 4; ++step) {
         rows[kCreate + step].ms.push_back(MsSince(t[step], t[step + 1]));
       }
     }
 
+    busy = BusySeconds();
     start = Clock::now();
     RETURN_IF_ERROR(client.Run(absl::StrCat(prefix, "r", i)));
-    if (keep) rows[kRun].ms.push_back(MsSince(start, Clock::now()));
+    if (keep) Keep(rows[kRun], start, busy);
 
+    busy = BusySeconds();
     start = Clock::now();
     RETURN_IF_ERROR(ConcurrentRuns(client, absl::StrCat(prefix, "c", i, "-"),
                                    o.concurrency));
-    if (keep) rows[kConcurrent].ms.push_back(MsSince(start, Clock::now()));
+    if (keep) Keep(rows[kConcurrent], start, busy);
   }
 
   if (!o.tsv) {
@@ -352,16 +387,22 @@ absl::Status Bench(const Options& o) {
         "pid,mount,uts,ipc, memory.max 64M, pids.max 100, seccomp default; "
         "command %s\n",
         o.runs, o.warmup, kCommand);
-    printf("%-34s %9s %9s %9s\n", "row", "p50 ms", "p90 ms", "p99 ms");
+    printf("%-34s %9s %9s %9s %10s\n", "row", "p50 ms", "p90 ms", "p99 ms",
+           "busy CPUs");
   }
   for (Series& s : rows) {
     std::sort(s.ms.begin(), s.ms.end());
     double p50 = Percentile(s.ms, 0.50), p90 = Percentile(s.ms, 0.90),
            p99 = Percentile(s.ms, 0.99);
+    // Steps of the sequence have no busy time of their own: "-".
+    const std::string cpus =
+        s.wall_s > 0 ? absl::StrFormat("%.2f", s.busy_s / s.wall_s) : "-";
     if (o.tsv) {
-      printf("%s\t%.3f\t%.3f\t%.3f\n", s.name.c_str(), p50, p90, p99);
+      printf("%s\t%.3f\t%.3f\t%.3f\t%s\n", s.name.c_str(), p50, p90, p99,
+             cpus.c_str());
     } else {
-      printf("%-34s %9.2f %9.2f %9.2f\n", s.name.c_str(), p50, p90, p99);
+      printf("%-34s %9.2f %9.2f %9.2f %10s\n", s.name.c_str(), p50, p90, p99,
+             cpus.c_str());
     }
   }
   return absl::OkStatus();
