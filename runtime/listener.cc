@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -288,6 +289,18 @@ void Listener::OnReadable() {
         refused_admission_.fetch_add(1);
         LogRefusal("not admitted", admitted);
         continue;
+      }
+    }
+    if (peer.ss_family == AF_INET || peer.ss_family == AF_INET6) {
+      // gRPC sets TCP_NODELAY on the sockets it accepts itself, not on
+      // those handed to it: without it, Nagle's algorithm holds each small
+      // handshake record until the peer's delayed ACK (40 ms), which made
+      // every new TLS connection take about 50 ms.
+      int one = 1;
+      if (setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) !=
+          0) {
+        LogRefusal("cannot set TCP_NODELAY; serving anyway",
+                   PosixError("setsockopt", errno));
       }
     }
     accepted_.fetch_add(1);
