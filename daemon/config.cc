@@ -242,6 +242,13 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cell_pool: want a number of cells from 0 to ", kMaxCellPool));
   }
+  if (config.has_connections_per_source() &&
+      (config.connections_per_source() < 1 ||
+       config.connections_per_source() > kMaxConnectionsPerSource)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("connections_per_source: want a number from 1 to ",
+                     kMaxConnectionsPerSource));
+  }
   int tls = !config.tls_cert().empty() + !config.tls_key().empty() +
             !config.tls_ca().empty();
   if (tls != 0 && tls != 3) {

@@ -68,6 +68,8 @@ absl::StatusOr<mycel::v1::DaemonConfig> ParseConfigJson(
 
 // Most blank cells --cell-pool may ask for, per set of namespaces.
 inline constexpr int kMaxCellPool = 16;
+// The largest connections_per_source accepted.
+inline constexpr int kMaxConnectionsPerSource = 100000;
 
 // Checks values: log level, HOST:PORT syntax, TLS files given all together.
 absl::Status ValidateConfig(const mycel::v1::DaemonConfig& config);

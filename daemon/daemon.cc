@@ -357,6 +357,7 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
   e.name = "tcp";
   e.socket = std::move(tcp);
   e.credentials = std::move(creds);
+  e.per_source_burst = config_.connections_per_source();
   e.services = services_.back()->all();
   return e;
 }
@@ -716,13 +717,16 @@ absl::Status Daemon::Start() {
   // The default seccomp profile takes tens of milliseconds to compile;
   // compile it (it is cached) off the start-up path, before the first cell:
   // as cells with a pid namespace get it, and as those without one do
-  // (CellManager::Options::protected_pids, left to its default here).
+  // (CellManager::Options::protected_pids, left to its default here). At
+  // the lowest priority: on a busy host (50 nodes starting on 2 CPUs) it
+  // took a third of the CPU from the nodes' first seconds of gossip. An
+  // error here is the first cell's too, and that reports it.
   precompile_ = std::thread([] {
-    CompileSeccomp({}).IgnoreError();
+    PrecompileSeccomp({}).IgnoreError();
     SeccompOptions shared_pids;
     shared_pids.protected_pids = cells::CellManager::DefaultProtectedPids();
     shared_pids.deny_broadcast_signals = true;
-    CompileSeccomp(shared_pids).IgnoreError();
+    PrecompileSeccomp(shared_pids).IgnoreError();
   });
   return absl::OkStatus();
 }

@@ -68,7 +68,7 @@ class Listener {
     std::function<void(UniqueFd fd)> on_connection;
     int fd_reserve = 64;
     // Per source address (TCP only; a unix socket's peers share none).
-    int per_source_burst = 64;
+    int per_source_burst = 512;
     absl::Duration per_source_window = absl::Seconds(10);
     absl::Duration retry_delay = absl::Milliseconds(100);
   };

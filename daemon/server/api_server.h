@@ -34,8 +34,10 @@ class ApiServer {
     std::vector<grpc::Service*> services;
     // The connection check of the Listener (see Listener::Options::admit).
     std::function<absl::Status(int fd)> admit;
-    // Limits of the Listener (defaults there).
-    int per_source_burst = 64;
+    // New connections one source address may open per 10 s (the
+    // Listener's per_source_burst; the daemon passes its
+    // connections_per_source setting).
+    int per_source_burst = 512;
   };
 
   // How long a connection may take to complete its handshake (TLS, and

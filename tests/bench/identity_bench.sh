@@ -46,9 +46,10 @@ echo "## Node.GetInfo: unix socket vs TCP+mTLS on a reused channel"
 "$unary" --runs "$runs" --warmup 200 \
   "unix:$work/sock" "tls:127.0.0.1:$port:$tls"
 
-# The listener admits at most 64 new connections from one source in 10 s
-# (runtime/listener.h: per_source_burst), so the fresh-connection row makes
-# 55, after a pause that empties the window, and again before the CLI rows.
+# The listener admits a bounded number of new connections from one source
+# in 10 s (myceld's --connections-per-source, 512 by default; it was 64
+# when this row was first measured), so the fresh-connection row stays
+# small and waits for the window to empty before and after it.
 fresh_runs=50
 echo
 echo "## Node.GetInfo: unix socket vs a fresh mTLS connection per call"

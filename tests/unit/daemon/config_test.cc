@@ -134,6 +134,19 @@ TEST_CASE("bad input names the flag or field") {
     auto pool = ParseDaemonFlags({"--cell-pool", bad});
     CHECK_MESSAGE(pool.status().message().find("cell_pool:") == 0, bad);
   }
+  for (const char* bad : {"0", "-5", "100001", "lots"}) {
+    auto conns = ParseDaemonFlags({"--connections-per-source", bad});
+    CHECK_MESSAGE(conns.status().code() == absl::StatusCode::kInvalidArgument,
+                  bad);
+    CHECK_MESSAGE(conns.status().message().find("connections_per_source:") == 0,
+                  bad);
+  }
+  auto conns = ParseDaemonFlags({"--connections-per-source", "2000"});
+  REQUIRE(conns.ok());
+  CHECK(conns->config.connections_per_source() == 2000);
+  auto defaults = ParseDaemonFlags({});
+  REQUIRE(defaults.ok());
+  CHECK(defaults->config.connections_per_source() == 512);
   auto pool = ParseDaemonFlags({"--cell-pool", "0"});
   REQUIRE(pool.ok());
   CHECK(pool->config.has_cell_pool());
