@@ -4,10 +4,12 @@
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,19 +41,47 @@ class ProgramCache final {
   // Builds are serialised: libseccomp keeps some process-wide state, and
   // cells that start together with the same options then compile once, not
   // once each.
+  // GetOrBuild on a thread that runs at the lowest priority (nice 19)
+  // unless another caller waits for its build.
+  absl::Status BuildInBackground(
+      const std::string& key,
+      absl::FunctionRef<absl::StatusOr<std::vector<struct sock_filter>>()>
+          build) ABSL_LOCKS_EXCLUDED(build_mu_, mu_) {
+    const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
+    errno = 0;
+    int before = getpriority(PRIO_PROCESS, tid);
+    if (errno != 0) before = 0;
+    // Announce, lower, then look for waiters: a caller that starts waiting
+    // after the look finds this thread announced and raises it (GetOrBuild),
+    // so no waiter is ever left behind a thread at nice 19.
+    background_builder_.store(static_cast<pid_t>(tid));
+    setpriority(PRIO_PROCESS, tid, 19);
+    if (waiters_.load() > 0) setpriority(PRIO_PROCESS, tid, before);
+    absl::Status s;
+    {
+      absl::MutexLock build_lock(&build_mu_);
+      s = GetOrBuildLocked(key, build).status();
+    }
+    background_builder_.store(0);
+    setpriority(PRIO_PROCESS, tid, before);
+    return s;
+  }
+
   absl::StatusOr<std::vector<struct sock_filter>> GetOrBuild(
       const std::string& key,
       absl::FunctionRef<absl::StatusOr<std::vector<struct sock_filter>>()>
           build) ABSL_LOCKS_EXCLUDED(build_mu_, mu_) {
     if (auto hit = Lookup(key)) return *std::move(hit);
-    absl::MutexLock build_lock(&build_mu_);
-    if (auto hit = Lookup(key)) return *std::move(hit);
-    absl::StatusOr<std::vector<struct sock_filter>> built = build();
-    if (built.ok()) {
-      absl::MutexLock lock(&mu_);
-      if (entries_.size() < kMaxEntries) entries_.emplace(key, *built);
+    // A background compile (PrecompileSeccomp) may hold the build lock at
+    // the lowest priority; whoever waits for it lends it the normal one,
+    // so that a busy machine cannot starve this caller through it.
+    waiters_.fetch_add(1);
+    if (const pid_t bg = background_builder_.load(); bg != 0) {
+      setpriority(PRIO_PROCESS, static_cast<id_t>(bg), 0);
     }
-    return built;
+    absl::MutexLock build_lock(&build_mu_);
+    waiters_.fetch_sub(1);
+    return GetOrBuildLocked(key, build);
   }
 
  private:
@@ -62,6 +92,25 @@ class ProgramCache final {
     if (it == entries_.end()) return std::nullopt;
     return it->second;
   }
+
+  absl::StatusOr<std::vector<struct sock_filter>> GetOrBuildLocked(
+      const std::string& key,
+      absl::FunctionRef<absl::StatusOr<std::vector<struct sock_filter>>()>
+          build) ABSL_EXCLUSIVE_LOCKS_REQUIRED(build_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    if (auto hit = Lookup(key)) return *std::move(hit);
+    absl::StatusOr<std::vector<struct sock_filter>> built = build();
+    if (built.ok()) {
+      absl::MutexLock lock(&mu_);
+      if (entries_.size() < kMaxEntries) entries_.emplace(key, *built);
+    }
+    return built;
+  }
+
+  // The thread id of a PrecompileSeccomp call in progress, or 0; and how
+  // many GetOrBuild calls wait for the build lock.
+  std::atomic<pid_t> background_builder_{0};
+  std::atomic<int> waiters_{0};
 
   // Held while compiling; never while holding mu_.
   absl::Mutex build_mu_ ABSL_ACQUIRED_BEFORE(mu_);
@@ -164,6 +213,16 @@ absl::StatusOr<SeccompProgram> CompileSeccomp(const SeccompOptions& options) {
         absl::StrCat("seccomp profile ", SeccompProfileName(options.profile)));
   }
   return SeccompProgram(std::move(*instructions));
+}
+
+absl::Status PrecompileSeccomp(const SeccompOptions& options) {
+  RETURN_IF_ERROR(ValidateExtraDeny(options.extra_deny));
+  RETURN_IF_ERROR(ValidateProtectedPids(options.protected_pids));
+  return Annotate(
+      Cache().BuildInBackground(
+          seccomp_internal::CacheKey(options),
+          [&] { return seccomp_internal::BuildSeccompFilter(options); }),
+      absl::StrCat("seccomp profile ", SeccompProfileName(options.profile)));
 }
 
 std::vector<std::string> SeccompProfileSyscalls(SeccompProfileKind kind) {

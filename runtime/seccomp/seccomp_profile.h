@@ -110,6 +110,13 @@ class SeccompProgram final {
 // miss the cache run one at a time; hits never wait for them. Thread-safe.
 absl::StatusOr<SeccompProgram> CompileSeccomp(const SeccompOptions& options);
 
+// Compiles `options` into the cache, for a later CompileSeccomp, on the
+// calling thread at the lowest CPU priority (nice 19), so that it takes
+// only CPU time nothing else wants; a CompileSeccomp that has to wait for
+// it raises it back to normal priority (as root) until it is done. Call it
+// on a thread of its own.
+absl::Status PrecompileSeccomp(const SeccompOptions& options);
+
 // The syscalls `kind` allows, always or for some argument values, sorted; for
 // docs and `mycel` introspection. Includes names only other ABIs have
 // (e.g. "chown32"). Empty for kNone, which allows everything.

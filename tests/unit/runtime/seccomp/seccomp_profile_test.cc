@@ -405,6 +405,39 @@ TEST_CASE("compiles are cached by profile and set of names") {
   CHECK_FALSE(same(a.instructions(), other.instructions()));
 }
 
+TEST_CASE("a background precompile fills the cache and restores its nice") {
+  // Options no other test compiles, so that the cache misses.
+  const SeccompOptions options{SeccompProfileKind::kDefault,
+                               {"acct", "swapon", "swapoff"}};
+  int nice_seen = 0;
+  absl::Status precompiled;
+  std::thread t([&] {
+    errno = 0;
+    const int before = getpriority(PRIO_PROCESS, 0);
+    precompiled = PrecompileSeccomp(options);
+    nice_seen = getpriority(PRIO_PROCESS, 0) - before;
+  });
+  // A caller that needs the same program meanwhile gets it, and the same.
+  auto now = CompileSeccomp(options);
+  t.join();
+  REQUIRE(precompiled.ok());
+  REQUIRE(now.ok());
+  CHECK(nice_seen == 0);  // the thread's priority is back where it was
+  auto fresh = seccomp_internal::BuildSeccompFilter(options);
+  REQUIRE(fresh.ok());
+  auto again = CompileSeccomp(options);
+  REQUIRE(again.ok());
+  CHECK(again->instructions().size() == fresh->size());
+  CHECK(now->instructions().size() == fresh->size());
+  CHECK(std::memcmp(again->instructions().data(), fresh->data(),
+                    fresh->size() * sizeof(sock_filter)) == 0);
+  // Bad options are refused before any work, naming the field.
+  absl::Status bad =
+      PrecompileSeccomp({SeccompProfileKind::kDefault, {"no_such_call"}});
+  CHECK(bad.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(bad.message()).find("seccomp_deny") != std::string::npos);
+}
+
 TEST_CASE("concurrent compiles of the same options agree") {
   constexpr int kThreads = 4;
   std::vector<std::vector<struct sock_filter>> results(kThreads);
