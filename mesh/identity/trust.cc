@@ -11,6 +11,7 @@ absl::Status Trust::SetCa(absl::string_view ca_pem) {
   auto shared = std::make_shared<const pki::PeerVerifier>(*std::move(v));
   absl::MutexLock lock(&mu_);
   verifier_ = std::move(shared);
+  generation_.fetch_add(1);
   return absl::OkStatus();
 }
 
@@ -18,6 +19,7 @@ void Trust::SetRevocations(pki::RevocationList list) {
   auto shared = std::make_shared<const pki::RevocationList>(std::move(list));
   absl::MutexLock lock(&mu_);
   revocations_ = std::move(shared);
+  generation_.fetch_add(1);
 }
 
 std::string Trust::mesh() const {

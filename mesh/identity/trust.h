@@ -5,6 +5,8 @@
 #ifndef MYCEL_MESH_IDENTITY_TRUST_H_
 #define MYCEL_MESH_IDENTITY_TRUST_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -35,6 +37,10 @@ class Trust {
   // Replaces the revocation list.
   void SetRevocations(pki::RevocationList list) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Changes whenever SetCa or SetRevocations does: a cache of what
+  // Identify said must be dropped when it moves.
+  uint64_t generation() const { return generation_.load(); }
+
   // The mesh trusted, empty before SetCa().
   std::string mesh() const ABSL_LOCKS_EXCLUDED(mu_);
   // A copy of the current revocation list.
@@ -52,6 +58,7 @@ class Trust {
 
  private:
   mutable absl::Mutex mu_;
+  std::atomic<uint64_t> generation_{0};
   std::shared_ptr<const pki::PeerVerifier> verifier_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const pki::RevocationList> revocations_ ABSL_GUARDED_BY(mu_) =
       std::make_shared<const pki::RevocationList>();

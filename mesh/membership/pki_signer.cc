@@ -44,7 +44,23 @@ absl::Status PkiSigner::Sign(Alive* alive) {
   return SignAlive(cert_pem, key_pem, alive);
 }
 
-absl::StatusOr<std::string> PkiVerifier::Verify(const Alive& alive) {
+absl::StatusOr<PkiVerifier::Checked> PkiVerifier::Check(const Alive& alive,
+                                                        absl::Time now) {
+  const uint64_t generation = trust_->generation();
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = checked_.find(alive.certificate);
+    if (it != checked_.end()) {
+      const Checked& c = it->second;
+      if (c.generation == generation && now >= c.checked_at &&
+          now - c.checked_at < kCertificateCacheTtl &&
+          now >= c.certificate->not_before() &&
+          now <= c.certificate->not_after()) {
+        return c;
+      }
+      checked_.erase(it);
+    }
+  }
   absl::StatusOr<pki::Certificate> cert =
       pki::Certificate::FromDer(alive.certificate);
   if (!cert.ok()) {
@@ -54,7 +70,11 @@ absl::StatusOr<std::string> PkiVerifier::Verify(const Alive& alive) {
   }
   ASSIGN_OR_RETURN(std::string pem, cert->ToPem());
   absl::StatusOr<identity::Caller> caller =
-      trust_->Identify(pem, clock_->Now(), pki::PeerSide::kClient);
+      trust_->Identify(pem, now, pki::PeerSide::kClient);
+  {
+    absl::MutexLock lock(&mu_);
+    ++certificate_checks_;
+  }
   if (!caller.ok()) {
     return absl::UnauthenticatedError(absl::StrCat(
         "alive record of ", alive.name, ": ", caller.status().message()));
@@ -64,18 +84,35 @@ absl::StatusOr<std::string> PkiVerifier::Verify(const Alive& alive) {
         absl::StrCat("alive record of ", alive.name, ": signed by ",
                      caller->Describe(), ", not by a node"));
   }
-  if (caller->name != alive.name) {
+  Checked c{std::make_shared<const pki::Certificate>(*std::move(cert)),
+            caller->name, generation, now};
+  absl::MutexLock lock(&mu_);
+  // Members are few; a cache this full is being fed garbage: start over.
+  if (checked_.size() >= kCertificateCacheMax) checked_.clear();
+  checked_.insert_or_assign(alive.certificate, c);
+  return c;
+}
+
+absl::StatusOr<std::string> PkiVerifier::Verify(const Alive& alive) {
+  ASSIGN_OR_RETURN(Checked c, Check(alive, clock_->Now()));
+  if (c.node != alive.name) {
     return absl::PermissionDeniedError(
         absl::StrCat("alive record of ", alive.name,
-                     ": its certificate is node ", caller->name, "'s"));
+                     ": its certificate is node ", c.node, "'s"));
   }
-  if (!pki::VerifySha256(*cert, CanonicalAliveBytes(alive), alive.signature)
+  if (!pki::VerifySha256(*c.certificate, CanonicalAliveBytes(alive),
+                         alive.signature)
            .ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("alive record of ", alive.name,
                      ": the signature is not its certificate key's"));
   }
-  return caller->name;
+  return c.node;
+}
+
+uint64_t PkiVerifier::certificate_checks() const {
+  absl::MutexLock lock(&mu_);
+  return certificate_checks_;
 }
 
 }  // namespace mycel::membership

@@ -5,12 +5,19 @@
 #ifndef MYCEL_MESH_MEMBERSHIP_PKI_SIGNER_H_
 #define MYCEL_MESH_MEMBERSHIP_PKI_SIGNER_H_
 
+#include <cstdint>
+#include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "mesh/identity/trust.h"
 #include "mesh/membership/signing.h"
+#include "mesh/pki/certificate.h"
 #include "runtime/clock.h"
 
 namespace mycel::membership {
@@ -45,15 +52,41 @@ absl::Status SignAlive(absl::string_view cert_pem, absl::string_view key_pem,
 // from Trust), PERMISSION_DENIED for a user certificate or a name that is
 // not the record's, INVALID_ARGUMENT for a bad signature. Thread-safe;
 // `trust` and `clock` must outlive it.
+//
+// A member's certificate comes again with each of its records (every
+// refutation, every meta change), so what Trust said of it is remembered:
+// for at most kCertificateCacheTtl, while Trust's generation (its CA and
+// revocation list) is the same and the certificate is within its validity.
+// The record's own signature is checked every time.
 class PkiVerifier final : public AliveVerifier {
  public:
+  static constexpr absl::Duration kCertificateCacheTtl = absl::Seconds(60);
+  static constexpr size_t kCertificateCacheMax = 4096;
+
   PkiVerifier(const identity::Trust* trust, const Clock* clock)
       : trust_(trust), clock_(clock) {}
   absl::StatusOr<std::string> Verify(const Alive& alive) override;
 
+  // Certificates parsed and checked against Trust, over this verifier's
+  // life (cache misses).
+  uint64_t certificate_checks() const;
+
  private:
+  struct Checked {
+    std::shared_ptr<const pki::Certificate> certificate;
+    std::string node;     // the node name it certifies
+    uint64_t generation;  // Trust's, when checked
+    absl::Time checked_at;
+  };
+  // The certificate `der`, parsed and accepted by Trust as a node's at
+  // `now`, from the cache or checked now.
+  absl::StatusOr<Checked> Check(const Alive& alive, absl::Time now);
+
   const identity::Trust* const trust_;
   const Clock* const clock_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Checked> checked_ ABSL_GUARDED_BY(mu_);
+  uint64_t certificate_checks_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace mycel::membership

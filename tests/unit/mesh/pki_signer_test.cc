@@ -155,6 +155,44 @@ TEST_CASE("garbage in place of the certificate is refused") {
         absl::StatusCode::kUnauthenticated);
 }
 
+TEST_CASE("a certificate is checked once; every record's signature always") {
+  Fixture f;
+  Alive first = Record("a");
+  REQUIRE(SignAlive(f.a.cert_pem, f.a.key_pem, &first).ok());
+  REQUIRE(f.verifier.Verify(first).ok());
+  CHECK(f.verifier.certificate_checks() == 1);
+  // A refutation: a new record with the same certificate.
+  Alive refuted = Record("a");
+  refuted.incarnation = 8;
+  REQUIRE(SignAlive(f.a.cert_pem, f.a.key_pem, &refuted).ok());
+  REQUIRE(f.verifier.Verify(refuted).ok());
+  CHECK(f.verifier.certificate_checks() == 1);
+  // The cached certificate does not vouch for a record it did not sign:
+  // b's signature under a's (cached) certificate.
+  Alive forged = Record("a");
+  forged.incarnation = 9;
+  REQUIRE(SignAlive(f.b.cert_pem, f.b.key_pem, &forged).ok());
+  forged.certificate = first.certificate;
+  CHECK(Fails(f.verifier.Verify(forged), absl::StatusCode::kInvalidArgument,
+              "signature"));
+  // Nor for another name: a's certificate on a record of b's.
+  Alive misnamed = Record("b");
+  REQUIRE(SignAlive(f.a.cert_pem, f.a.key_pem, &misnamed).ok());
+  CHECK(Fails(f.verifier.Verify(misnamed), absl::StatusCode::kPermissionDenied,
+              "its certificate is node a's"));
+  // After the cache's time to live, Trust is asked again.
+  f.clock.Advance(PkiVerifier::kCertificateCacheTtl + absl::Seconds(1));
+  REQUIRE(f.verifier.Verify(refuted).ok());
+  CHECK(f.verifier.certificate_checks() == 2);
+  // So it is when Trust changes (a new revocation list, even one that does
+  // not name a).
+  pki::RevocationList other;
+  REQUIRE(other.RevokeIdentity(pki::IdentityKind::kNode, "c", T0()).ok());
+  f.trust.SetRevocations(std::move(other));
+  REQUIRE(f.verifier.Verify(refuted).ok());
+  CHECK(f.verifier.certificate_checks() == 3);
+}
+
 TEST_CASE("the signer refuses a key that is not its certificate's") {
   Fixture f;
   Alive alive = Record("a");
