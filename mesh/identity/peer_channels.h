@@ -15,6 +15,7 @@
 
 #include <grpcpp/channel.h>
 #include <grpcpp/security/credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
 
 #include <cstddef>
 #include <list>
@@ -93,6 +94,9 @@ class PeerChannels {
 
   const Options options_;
   mutable absl::Mutex mu_;
+  // Reads the files for every channel; made by the first Get.
+  std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider_
+      ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<Key, Entry> channels_ ABSL_GUARDED_BY(mu_);
   std::list<Key> lru_ ABSL_GUARDED_BY(mu_);  // most recent first
 };
