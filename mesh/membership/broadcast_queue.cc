@@ -9,18 +9,19 @@ namespace mycel::membership {
 constexpr size_t kMinUpdateBytes = 10;
 
 void BroadcastQueue::Push(absl::string_view name, Update update,
-                          size_t wire_size, bool urgent) {
+                          size_t wire_size, bool urgent, bool join) {
   auto it = by_name_.find(name);
   if (it != by_name_.end()) {
     queue_.erase(it->second);
     by_name_.erase(it);
   }
   const Key key{!urgent, 0, next_id_++};
-  queue_.emplace(key, Entry{std::string(name), std::move(update), wire_size});
+  queue_.emplace(key,
+                 Entry{std::string(name), std::move(update), wire_size, join});
   by_name_.emplace(std::string(name), key);
 }
 
-size_t BroadcastQueue::Take(size_t budget, int limit,
+size_t BroadcastQueue::Take(size_t budget, int limit, int join_limit,
                             std::vector<Update>* out) {
   size_t used = 0;
   std::vector<std::pair<Key, Entry>> again;
@@ -35,7 +36,7 @@ size_t BroadcastQueue::Take(size_t budget, int limit,
     Key key = it->first;
     Entry entry = std::move(it->second);
     it = queue_.erase(it);
-    if (key.transmits + 1 >= limit) {
+    if (key.transmits + 1 >= (entry.join ? join_limit : limit)) {
       by_name_.erase(entry.name);
     } else {
       ++key.transmits;

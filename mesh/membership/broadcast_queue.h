@@ -26,14 +26,21 @@ namespace mycel::membership {
 class BroadcastQueue {
  public:
   // Queues `update` about member `name`, taking `wire_size` bytes of a
-  // message, in place of any update queued about the same member.
+  // message, in place of any update queued about the same member. A `join`
+  // update (the news of a member that joined) is sent `join_limit` times
+  // rather than `limit` (Take).
   void Push(absl::string_view name, Update update, size_t wire_size,
-            bool urgent = false);
+            bool urgent = false, bool join = false);
 
   // Appends to `out` the queued updates that fit in `budget` bytes, in
   // order; each taken update counts one transmission and is dropped once it
-  // has been sent `limit` times. Returns the bytes taken.
-  size_t Take(size_t budget, int limit, std::vector<Update>* out);
+  // has been sent `limit` times (`join_limit` for a join). Returns the bytes
+  // taken.
+  size_t Take(size_t budget, int limit, int join_limit,
+              std::vector<Update>* out);
+  size_t Take(size_t budget, int limit, std::vector<Update>* out) {
+    return Take(budget, limit, limit, out);
+  }
 
   bool Contains(absl::string_view name) const {
     return by_name_.contains(name);
@@ -58,6 +65,7 @@ class BroadcastQueue {
     std::string name;
     Update update;
     size_t wire_size;
+    bool join = false;
   };
 
   std::map<Key, Entry> queue_;

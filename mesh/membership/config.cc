@@ -46,6 +46,9 @@ absl::Status ValidateConfig(const Config& c) {
     return absl::InvalidArgumentError("awareness_max_multiplier: must be >= 1");
   if (c.retransmit_mult < 1)
     return absl::InvalidArgumentError("retransmit_mult: must be >= 1");
+  if (c.join_retransmit_mult < c.retransmit_mult)
+    return absl::InvalidArgumentError(
+        "join_retransmit_mult: must be at least retransmit_mult");
   if (!positive(c.gossip_interval) || c.gossip_nodes < 1)
     return absl::InvalidArgumentError(
         "gossip_interval, gossip_nodes: must be positive");

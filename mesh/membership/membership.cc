@@ -240,9 +240,10 @@ absl::StatusOr<AliveRef> Membership::SignSelf(uint64_t incarnation,
   return std::make_shared<const Alive>(std::move(a));
 }
 
-void Membership::Broadcast(absl::string_view name, Update update) {
+void Membership::Broadcast(absl::string_view name, Update update, bool join) {
   const size_t size = UpdateEncodedSize(update);
-  broadcasts_.Push(name, std::move(update), size, /*urgent=*/name == name_);
+  broadcasts_.Push(name, std::move(update), size, /*urgent=*/name == name_,
+                   join);
 }
 
 void Membership::Refute(uint64_t accused_incarnation) {
@@ -279,8 +280,10 @@ void Membership::HandleAlive(const AliveRef& ref, int64_t now_us) {
   if (!VerifyAlive(a)) return;
   const MemberState state =
       a.leaving ? MemberState::kLeft : MemberState::kAlive;
+  bool joined = false;
   if (!idx) {
     const uint32_t i = AddMember(ref, state, a.incarnation, now_us);
+    joined = !a.leaving;
     Emit(a.leaving ? MemberEventKind::kLeft : MemberEventKind::kJoined,
          members_[i], now_us);
   } else {
@@ -294,6 +297,7 @@ void Membership::HandleAlive(const AliveRef& ref, int64_t now_us) {
     if (state == MemberState::kLeft) {
       if (old != MemberState::kLeft) Emit(MemberEventKind::kLeft, m, now_us);
     } else if (old == MemberState::kDead || old == MemberState::kLeft) {
+      joined = true;
       Emit(MemberEventKind::kJoined, m, now_us);
     } else if (old == MemberState::kSuspect) {
       Emit(MemberEventKind::kRecovered, m, now_us);
@@ -301,7 +305,7 @@ void Membership::HandleAlive(const AliveRef& ref, int64_t now_us) {
       Emit(MemberEventKind::kUpdated, m, now_us);
     }
   }
-  Broadcast(a.name, ref);
+  Broadcast(a.name, ref, joined);
 }
 
 void Membership::HandleSuspect(const Suspect& s, int64_t now_us) {
@@ -927,6 +931,7 @@ void Membership::Send(std::string to, std::string address, Body body,
   if (used < config_.gossip_budget_bytes && !broadcasts_.empty()) {
     broadcasts_.Take(config_.gossip_budget_bytes - used,
                      RetransmitLimit(config_.retransmit_mult, NumActive()),
+                     RetransmitLimit(config_.join_retransmit_mult, NumActive()),
                      &msg.updates);
   }
   outbox_.push_back(

@@ -298,7 +298,9 @@ class Membership {
   bool VerifyAlive(const Alive& alive);
   absl::StatusOr<AliveRef> SignSelf(uint64_t incarnation, bool leaving);
   void Refute(uint64_t accused_incarnation);
-  void Broadcast(absl::string_view name, Update update);
+  // `join`: the news of a member that joined, sent join_retransmit_mult
+  // rather than retransmit_mult times (Config).
+  void Broadcast(absl::string_view name, Update update, bool join = false);
 
   // Bodies.
   void HandlePing(absl::string_view peer, const Ping& ping);

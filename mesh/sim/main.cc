@@ -19,7 +19,7 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: mycel-sim [--scenario join|crash|restart|partition|soak]\n"
+    "usage: mycel-sim [--scenario join|crash|restart|partition|soak|storm]\n"
     "                 [--nodes N] [--seed S] [--profile lan|wan]\n"
     "                 [--loss P] [--latency-ms MS] [--jitter-ms MS]\n"
     "                 [--warmup-s S] [--duration-s S] [--limit-s S]\n"

@@ -164,10 +164,10 @@ int RandomUpNode(Simulator* sim) {
 absl::StatusOr<Report> RunScenario(const ScenarioOptions& options) {
   const std::string& sc = options.scenario;
   if (sc != "join" && sc != "crash" && sc != "restart" && sc != "partition" &&
-      sc != "soak") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scenario: unknown \"", sc,
-                     "\" (want join, crash, restart, partition or soak)"));
+      sc != "soak" && sc != "storm") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scenario: unknown \"", sc,
+        "\" (want join, crash, restart, partition, soak or storm)"));
   }
   if (options.nodes < 2) {
     return absl::InvalidArgumentError("nodes: at least 2");
@@ -194,14 +194,34 @@ absl::StatusOr<Report> RunScenario(const ScenarioOptions& options) {
   observer.set_report(&r);
   sim.set_event_hook(
       [&](int node, const MemberEvent& e) { observer.OnEvent(node, e); });
-  if (absl::Status s = sim.Bootstrap(options.nodes); !s.ok()) return s;
+  const bool storm = sc == "storm";
+  if (absl::Status s = sim.Bootstrap(storm ? 1 : options.nodes); !s.ok()) {
+    return s;
+  }
   sim.RunFor(options.warmup);
 
   const absl::Time window_start = sim.now();
   std::vector<Traffic> before;
   for (int i = 0; i < sim.size(); ++i) before.push_back(sim.traffic(i));
 
-  if (sc == "join") {
+  if (storm) {
+    const int joiners = options.nodes - 1;
+    const absl::Duration gap =
+        joiners > 1 ? options.duration / (joiners - 1) : absl::ZeroDuration();
+    const absl::Time first = sim.now();
+    for (int k = 0; k < joiners; ++k) {
+      if (k > 0 && gap > absl::ZeroDuration()) sim.RunFor(gap);
+      absl::StatusOr<int> joiner = sim.AddJoiningNode(0);
+      if (!joiner.ok()) return joiner.status();
+    }
+    const absl::Time last = sim.now();
+    r.storm_launch_s = Seconds(last - first);
+    ConvergenceCheck converged(&sim);
+    if (sim.RunUntilTrue(converged, absl::Milliseconds(10), options.limit)) {
+      r.storm_converged_s = Seconds(sim.now() - first);
+      r.storm_after_last_start_s = Seconds(sim.now() - last);
+    }
+  } else if (sc == "join") {
     const int seed_node = RandomUpNode(&sim);
     observer.set_watch_kind(MemberEventKind::kJoined);
     observer.WatchSubject(sim.size());
@@ -347,6 +367,11 @@ std::string FormatReport(const Report& r) {
     line("restart_old_incarnation", absl::StrCat(r.restart_old_incarnation));
     line("restart_new_incarnation", absl::StrCat(r.restart_new_incarnation));
     line("restart_all_alive_s", sec(r.restart_all_alive_s));
+  }
+  if (r.scenario == "storm") {
+    line("storm_launch_s", sec(r.storm_launch_s));
+    line("storm_converged_s", sec(r.storm_converged_s));
+    line("storm_after_last_start_s", sec(r.storm_after_last_start_s));
   }
   if (r.scenario == "partition") {
     line("partition_s", sec(r.partition_s));

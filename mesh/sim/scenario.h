@@ -13,6 +13,11 @@
 //              for `duration`, then the cut heals with no manual join. Time
 //              until every node again holds every other alive.
 //   soak       `duration` of steady state (use with loss). False positives.
+//   storm      The shape of the race against memberlist: one seed alone,
+//              then the other N-1 nodes start and join it, spread evenly
+//              over `duration` (0: all at once). Time from the first
+//              joiner's start (and from the last one's) until every node
+//              holds every other alive.
 //
 // Every scenario also counts false positives (a node declared dead while it
 // ran and could be reached) and traffic per node per second, where bytes are
@@ -37,8 +42,9 @@ struct ScenarioOptions {
   SimOptions sim;
   // Steady state before the scenario's event; its traffic is not counted.
   absl::Duration warmup = absl::Seconds(3);
-  // partition: how long the cut lasts; soak: how long to run. Zero picks
-  // the default (60 s and 300 s).
+  // partition: how long the cut lasts; soak: how long to run (zero picks
+  // the default, 60 s and 300 s); storm: the launch window (zero: every
+  // joiner starts at once).
   absl::Duration duration = absl::ZeroDuration();
   double partition_fraction = 0.4;
   // Longest wait for the scenario's outcome before reporting it missed.
@@ -70,6 +76,10 @@ struct Report {
   double restart_all_alive_s = -1;
   uint64_t restart_old_incarnation = 0;
   uint64_t restart_new_incarnation = 0;
+
+  double storm_launch_s = 0;
+  double storm_converged_s = -1;         // from the first joiner's start
+  double storm_after_last_start_s = -1;  // from the last joiner's start
 
   double partition_s = 0;
   int64_t partition_deaths = 0;  // (observer, subject) across the cut

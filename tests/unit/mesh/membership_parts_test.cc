@@ -64,6 +64,31 @@ TEST_CASE("profiles carry memberlist's LAN and WAN defaults") {
   bad.probe_timeout = absl::Seconds(2);
   CHECK(ValidateConfig(bad).message().find("probe_timeout") !=
         std::string::npos);
+  // Not memberlist's: the news of a join goes out three times as often.
+  CHECK(lan.join_retransmit_mult == 12);
+  Config fewer = lan;
+  fewer.join_retransmit_mult = 3;
+  CHECK(ValidateConfig(fewer).message().find("join_retransmit_mult") !=
+        std::string::npos);
+}
+
+TEST_CASE("a join update is sent join_limit times, others limit times") {
+  BroadcastQueue q;
+  q.Push("a", Dead{"a", 1, "x"}, 20);
+  q.Push("b", Dead{"b", 1, "x"}, 20, /*urgent=*/false, /*join=*/true);
+  int sent_a = 0, sent_b = 0;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<Update> out;
+    q.Take(1000, /*limit=*/2, /*join_limit=*/5, &out);
+    for (const Update& u : out) {
+      const Dead* d = std::get_if<Dead>(&u);
+      REQUIRE(d != nullptr);
+      (d->name == "a" ? sent_a : sent_b)++;
+    }
+  }
+  CHECK(sent_a == 2);
+  CHECK(sent_b == 5);
+  CHECK(q.empty());
 }
 
 TEST_CASE("scaling formulas match memberlist's util.go") {
