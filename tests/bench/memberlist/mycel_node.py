@@ -13,6 +13,8 @@ the pipe adds microseconds. BYTES on SIGUSR1 sums bytes_sent of myceld's
 TCP sockets open at that moment (ss -tinp), so bytes of connections
 already closed are not counted. myceld dies with this process
 (PR_SET_PDEATHSIG), so a SIGKILL of the node kills the daemon too.
+myceld's own log lines are copied to this adapter's stderr, each prefixed
+with the time it was read.
 """
 import ctypes
 import json
@@ -95,6 +97,9 @@ events = {"member joined": "join", "member failed": "dead",
           "member left": "left"}
 for line in daemon.stderr:
     t = now()
+    # Every daemon line goes to this adapter's stderr, stamped on the bench's
+    # clock (the bench keeps it as nN.err with --keep-logs), for diagnosis.
+    sys.stderr.write(f"{t} {line}")
     if 'msg="membership: gossiping over gRPC"' in line:
         out(f"START {t} name={name} addr={addr}")
         out(f"EVENT {t} join {name} {addr}")
