@@ -18,6 +18,7 @@ Config Config::Wan() {
   c.gossip_nodes = 4;
   c.gossip_interval = absl::Milliseconds(500);
   c.gossip_to_the_dead_time = absl::Seconds(60);
+  c.delivery_timeout = absl::Seconds(30);
   return c;
 }
 
@@ -37,6 +38,9 @@ absl::Status ValidateConfig(const Config& c) {
         "probe_timeout: must be positive and at most probe_interval");
   if (c.indirect_checks < 0)
     return absl::InvalidArgumentError("indirect_checks: must be >= 0");
+  if (c.delivery_timeout < c.probe_timeout)
+    return absl::InvalidArgumentError(
+        "delivery_timeout: must be at least probe_timeout");
   if (c.suspicion_mult < 1)
     return absl::InvalidArgumentError("suspicion_mult: must be >= 1");
   if (c.suspicion_max_timeout_mult < 1)

@@ -36,6 +36,13 @@ struct Config {
   // raise a score s in [0, max-1]; probe periods stretch by (s + 1).
   int awareness_max_multiplier = 8;
 
+  // How long a message that is not part of a probe (gossip, push-pull) may
+  // take to reach its peer, connecting included: memberlist's TCPTimeout.
+  // A probe's messages get probe_timeout: an answer later than that is
+  // useless. Gossip and a join's push-pull are not, and on a busy host a
+  // new mTLS connection can take longer than the probe timeout.
+  absl::Duration delivery_timeout = absl::Seconds(10);
+
   // --- Dissemination ---
   // Each update is sent retransmit_mult * ceil(log10(n + 1)) times.
   int retransmit_mult = 4;

@@ -309,6 +309,7 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
     stats_.bytes_sent += bytes.size();
     std::weak_ptr<Core> weak = weak_from_this();
     options_.transport->Send(out.to, out.address, std::move(bytes),
+                             DeadlineFor(out.message),
                              [weak, address = out.address](absl::Status s) {
                                if (std::shared_ptr<Core> self = weak.lock()) {
                                  self->OnStrand([address, s](Core& c) {
@@ -317,6 +318,20 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
                                  });
                                }
                              });
+  }
+
+  // A probe's messages (ping, ack, nack, indirect ping) are useless after
+  // the probe timeout, which Lifeguard stretches with the local health
+  // score; gossip and push-pull are worth delivering late.
+  absl::Duration DeadlineFor(const Message& m) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const Config& c = m_->config();
+    const bool probe = std::holds_alternative<Ping>(m.body) ||
+                       std::holds_alternative<Ack>(m.body) ||
+                       std::holds_alternative<Nack>(m.body) ||
+                       std::holds_alternative<IndirectPing>(m.body);
+    if (!probe) return c.delivery_timeout;
+    return c.probe_timeout * (m_->health_score() + 1);
   }
 
   void SentLocked(const std::string& address, const absl::Status& s)

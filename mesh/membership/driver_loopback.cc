@@ -12,7 +12,8 @@ class LoopbackNetwork::Link final : public Transport {
       : net_(net), name_(std::move(name)), address_(std::move(address)) {}
 
   void Send(absl::string_view /*peer*/, absl::string_view address,
-            std::string bytes, SendDone done) override {
+            std::string bytes, absl::Duration /*deadline*/,
+            SendDone done) override {
     net_->Route(name_, address_, address, std::move(bytes), std::move(done));
   }
 

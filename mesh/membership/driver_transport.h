@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace mycel::membership {
 
@@ -33,9 +34,13 @@ class Transport {
   //
   // Must not block: it queues or starts the send and returns. The driver
   // bounds what it has in flight per address (DriverOptions), so a
-  // transport may simply start every send it is given.
+  // transport may simply start every send it is given. A send not accepted
+  // within `deadline` (connecting included) fails with DEADLINE_EXCEEDED:
+  // the probe timeout for a probe's messages, whose answer is useless
+  // later, and Config::delivery_timeout for the rest.
   virtual void Send(absl::string_view peer, absl::string_view address,
-                    std::string bytes, SendDone done) = 0;
+                    std::string bytes, absl::Duration deadline,
+                    SendDone done) = 0;
 };
 
 // Incoming messages reach the driver through MembershipDriver::Deliver

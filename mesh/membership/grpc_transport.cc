@@ -25,7 +25,8 @@ struct Call {
 }  // namespace
 
 void GrpcTransport::Send(absl::string_view peer, absl::string_view address,
-                         std::string bytes, SendDone done) {
+                         std::string bytes, absl::Duration deadline,
+                         SendDone done) {
   std::shared_ptr<grpc::Channel> channel =
       options_.channels ? options_.channels(peer, address) : nullptr;
   if (channel == nullptr) {
@@ -48,8 +49,7 @@ void GrpcTransport::Send(absl::string_view peer, absl::string_view address,
   auto call = std::make_shared<Call>();
   call->context.set_wait_for_ready(true);
   call->stub = mycel::v1::Gossip::NewStub(std::move(channel));
-  call->context.set_deadline(
-      absl::ToChronoTime(absl::Now() + options_.deadline));
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   call->request.set_message(std::move(bytes));
   call->done = std::move(done);
   call->in_flight = in_flight_;

@@ -32,9 +32,6 @@ class GrpcTransport final : public Transport {
 
   struct Options {
     ChannelSource channels;
-    // Each call's deadline. About the probe timeout: an ack later than that
-    // is useless to the prober, and a stuck peer must not pin the call.
-    absl::Duration deadline = absl::Milliseconds(500);
   };
 
   explicit GrpcTransport(Options options) : options_(std::move(options)) {}
@@ -42,7 +39,7 @@ class GrpcTransport final : public Transport {
   GrpcTransport& operator=(const GrpcTransport&) = delete;
 
   void Send(absl::string_view peer, absl::string_view address,
-            std::string bytes, SendDone done) override;
+            std::string bytes, absl::Duration deadline, SendDone done) override;
 
   // Calls started and not completed yet.
   int64_t in_flight() const { return in_flight_->load(); }

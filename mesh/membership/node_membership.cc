@@ -63,7 +63,6 @@ absl::Status NodeMembership::Start(Options options) {
                                   absl::string_view address) {
     return channels->Get(name, address);
   };
-  transport.deadline = config.probe_timeout;
   transport_ = std::make_unique<GrpcTransport>(std::move(transport));
   if (options.store != nullptr) {
     store_ = std::make_unique<MemberStore>(options.store);

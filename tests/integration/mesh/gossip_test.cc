@@ -330,11 +330,9 @@ TEST_CASE("GrpcTransport: a send to a name the server cannot prove fails") {
                                    .cert_file = pki.cert_file("n2"),
                                    .key_file = pki.key_file("n2")});
   membership::GrpcTransport transport(
-      {.channels =
-           [&](absl::string_view name, absl::string_view address) {
-             return channels.Get(name, address);
-           },
-       .deadline = absl::Seconds(2)});
+      {.channels = [&](absl::string_view name, absl::string_view address) {
+        return channels.Get(name, address);
+      }});
   membership::Message m;
   m.from = "n2";
   m.body = membership::Ping{1, "n3"};
@@ -343,7 +341,7 @@ TEST_CASE("GrpcTransport: a send to a name the server cannot prove fails") {
     absl::Status result;
     int calls = 0;
     transport.Send(peer, n1.address(), membership::EncodeMessage(m),
-                   [&](absl::Status s) {
+                   absl::Seconds(2), [&](absl::Status s) {
                      ++calls;
                      result = s;
                      done.Notify();
@@ -422,18 +420,17 @@ TEST_CASE("GrpcTransport: a peer restarted at its address gets the next send") {
                                    .cert_file = pki.cert_file("n2"),
                                    .key_file = pki.key_file("n2")});
   membership::GrpcTransport transport(
-      {.channels =
-           [&](absl::string_view name, absl::string_view address) {
-             return channels.Get(name, address);
-           },
-       .deadline = absl::Milliseconds(500)});
+      {.channels = [&](absl::string_view name, absl::string_view address) {
+        return channels.Get(name, address);
+      }});
   auto send = [&](const std::string& address) {
     absl::Notification done;
     absl::Status result;
-    transport.Send("n1", address, "x", [&](absl::Status s) {
-      result = s;
-      done.Notify();
-    });
+    transport.Send("n1", address, "x", absl::Milliseconds(500),
+                   [&](absl::Status s) {
+                     result = s;
+                     done.Notify();
+                   });
     REQUIRE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
     return result;
   };
@@ -464,19 +461,18 @@ TEST_CASE("GrpcTransport: an unreachable address fails within the deadline") {
                                    .cert_file = pki.cert_file("n2"),
                                    .key_file = pki.key_file("n2")});
   membership::GrpcTransport transport(
-      {.channels =
-           [&](absl::string_view name, absl::string_view address) {
-             return channels.Get(name, address);
-           },
-       .deadline = absl::Milliseconds(500)});
+      {.channels = [&](absl::string_view name, absl::string_view address) {
+        return channels.Get(name, address);
+      }});
   absl::Notification done;
   absl::Status result;
   const absl::Time start = absl::Now();
   // TEST-NET-1 (RFC 5737): nothing answers there.
-  transport.Send("n1", "192.0.2.1:7946", "x", [&](absl::Status s) {
-    result = s;
-    done.Notify();
-  });
+  transport.Send("n1", "192.0.2.1:7946", "x", absl::Milliseconds(500),
+                 [&](absl::Status s) {
+                   result = s;
+                   done.Notify();
+                 });
   // Send returned at once; the answer comes later.
   CHECK(absl::Now() - start < absl::Milliseconds(100));
   REQUIRE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));

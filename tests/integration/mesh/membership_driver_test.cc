@@ -12,12 +12,14 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/store/store.h"
+#include "mesh/membership/codec.h"
 #include "mesh/membership/driver.h"
 #include "mesh/membership/driver_loopback.h"
 #include "mesh/membership/fake_signer.h"
@@ -168,19 +170,37 @@ TEST_CASE("five drivers on real timers converge and detect a crash") {
 // the connection and never reads.
 class BlackHole final : public Transport {
  public:
-  void Send(absl::string_view, absl::string_view, std::string,
-            SendDone done) override {
+  void Send(absl::string_view, absl::string_view, std::string bytes,
+            absl::Duration deadline, SendDone done) override {
+    absl::StatusOr<Message> m =
+        DecodeMessage(bytes, Config::Lan().max_message_bytes);
     absl::MutexLock lock(&mu_);
     pending_.push_back(std::move(done));
+    if (!m.ok()) return;
+    const bool probe = std::holds_alternative<Ping>(m->body) ||
+                       std::holds_alternative<IndirectPing>(m->body);
+    (probe ? probe_deadlines_ : other_deadlines_).push_back(deadline);
   }
   size_t pending() {
     absl::MutexLock lock(&mu_);
     return pending_.size();
   }
+  // The deadlines the driver asked for: of pings and indirect pings, and of
+  // everything else (gossip, push-pull).
+  std::vector<absl::Duration> probe_deadlines() {
+    absl::MutexLock lock(&mu_);
+    return probe_deadlines_;
+  }
+  std::vector<absl::Duration> other_deadlines() {
+    absl::MutexLock lock(&mu_);
+    return other_deadlines_;
+  }
 
  private:
   absl::Mutex mu_;
   std::vector<SendDone> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Duration> probe_deadlines_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Duration> other_deadlines_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_CASE("a transport that never completes sends never blocks the strand") {
@@ -249,6 +269,22 @@ TEST_CASE("a transport that never completes sends never blocks the strand") {
   CHECK(absl::Now() - asked < absl::Milliseconds(500));
   CHECK(driver.Find("self")->addresses ==
         std::vector<std::string>{"127.0.0.1:7101"});
+  // A probe's sends expire with the probe timeout, stretched by the local
+  // health score (which failing probes raise); gossip and push-pull get
+  // the delivery timeout, so that a slow connection delays them rather
+  // than losing them.
+  const Config c = FastProfile();
+  const std::vector<absl::Duration> probes = hole.probe_deadlines();
+  const std::vector<absl::Duration> others = hole.other_deadlines();
+  REQUIRE_FALSE(probes.empty());
+  REQUIRE_FALSE(others.empty());
+  CHECK(probes.front() == c.probe_timeout);
+  for (absl::Duration d : probes) {
+    CHECK(d >= c.probe_timeout);
+    CHECK(d <= c.probe_timeout * c.awareness_max_multiplier);
+  }
+  CHECK(driver.Stats().membership.probes_failed > 0);
+  for (absl::Duration d : others) CHECK(d == c.delivery_timeout);
   driver.Stop();
 }
 

@@ -64,6 +64,13 @@ TEST_CASE("profiles carry memberlist's LAN and WAN defaults") {
   bad.probe_timeout = absl::Seconds(2);
   CHECK(ValidateConfig(bad).message().find("probe_timeout") !=
         std::string::npos);
+  // memberlist's TCPTimeout, for what is not a probe.
+  CHECK(lan.delivery_timeout == absl::Seconds(10));
+  CHECK(wan.delivery_timeout == absl::Seconds(30));
+  Config hasty = lan;
+  hasty.delivery_timeout = absl::Milliseconds(100);
+  CHECK(ValidateConfig(hasty).message().find("delivery_timeout") !=
+        std::string::npos);
   // Not memberlist's: the news of a join goes out three times as often.
   CHECK(lan.join_retransmit_mult == 12);
   Config fewer = lan;
