@@ -237,7 +237,8 @@ impl_node_memberlist() { # NAME PORT SEEDS
   return 0
 }
 
-# mycel: tests/bench/memberlist/mycel_node.py runs one myceld per node
+# mycel: tests/bench/memberlist/mycel_node.cc (built as
+# tests/bench/mycel_node) runs one myceld per node
 # (from $MYCEL_BUILD, default build/) with a node certificate of a shared
 # mesh CA, and turns its log into the contract's EVENT lines. The p_*
 # parameters are memberlist's LAN defaults, which myceld's "lan" profile
@@ -247,6 +248,8 @@ mycel_root=
 impl_prepare_mycel() {
   local myceld=${MYCEL_BUILD:-$src/build}/daemon/myceld max=0 n i
   [[ -x $myceld ]] || die "mycel: $myceld is missing (./dev.sh build, or set MYCEL_BUILD)"
+  [[ -x ${MYCEL_BUILD:-$src/build}/tests/bench/mycel_node ]] ||
+    die "mycel: tests/bench/mycel_node is missing (ninja -C build mycel_node)"
   ((EUID == 0)) || die "mycel: myceld needs root (cgroups)"
   mycel_root=$(mktemp -d /tmp/mycel-bench.XXXXXX)
   for n in "${n_arr[@]}"; do ((n > max)) && max=$n; done
@@ -262,7 +265,7 @@ impl_prepare_mycel() {
 impl_node_mycel() { # NAME PORT SEEDS
   local work
   work=$(mktemp -d "$mycel_root/run-$1.XXXXXX")
-  cmd=(python3 "$src/tests/bench/memberlist/mycel_node.py"
+  cmd=("${MYCEL_BUILD:-$src/build}/tests/bench/mycel_node"
     "${MYCEL_BUILD:-$src/build}/daemon/myceld" "$1" "$2" "$3"
     "$mycel_root/$1" "$work")
 }
