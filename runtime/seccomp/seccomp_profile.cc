@@ -41,6 +41,23 @@ class ProgramCache final {
   // Builds are serialised: libseccomp keeps some process-wide state, and
   // cells that start together with the same options then compile once, not
   // once each.
+  absl::StatusOr<std::vector<struct sock_filter>> GetOrBuild(
+      const std::string& key,
+      absl::FunctionRef<absl::StatusOr<std::vector<struct sock_filter>>()>
+          build) ABSL_LOCKS_EXCLUDED(build_mu_, mu_) {
+    if (auto hit = Lookup(key)) return *std::move(hit);
+    // A background compile (PrecompileSeccomp) may hold the build lock at
+    // the lowest priority; whoever waits for it gives it back the priority
+    // it had, so that a busy machine cannot starve this caller through it.
+    waiters_.fetch_add(1);
+    if (const pid_t bg = background_builder_.load(); bg != 0) {
+      setpriority(PRIO_PROCESS, static_cast<id_t>(bg), background_nice_.load());
+    }
+    absl::MutexLock build_lock(&build_mu_);
+    waiters_.fetch_sub(1);
+    return GetOrBuildLocked(key, build);
+  }
+
   // GetOrBuild on a thread that runs at the lowest priority (nice 19)
   // unless another caller waits for its build.
   absl::Status BuildInBackground(
@@ -54,6 +71,7 @@ class ProgramCache final {
     // Announce, lower, then look for waiters: a caller that starts waiting
     // after the look finds this thread announced and raises it (GetOrBuild),
     // so no waiter is ever left behind a thread at nice 19.
+    background_nice_.store(before);
     background_builder_.store(static_cast<pid_t>(tid));
     setpriority(PRIO_PROCESS, tid, 19);
     if (waiters_.load() > 0) setpriority(PRIO_PROCESS, tid, before);
@@ -65,23 +83,6 @@ class ProgramCache final {
     background_builder_.store(0);
     setpriority(PRIO_PROCESS, tid, before);
     return s;
-  }
-
-  absl::StatusOr<std::vector<struct sock_filter>> GetOrBuild(
-      const std::string& key,
-      absl::FunctionRef<absl::StatusOr<std::vector<struct sock_filter>>()>
-          build) ABSL_LOCKS_EXCLUDED(build_mu_, mu_) {
-    if (auto hit = Lookup(key)) return *std::move(hit);
-    // A background compile (PrecompileSeccomp) may hold the build lock at
-    // the lowest priority; whoever waits for it lends it the normal one,
-    // so that a busy machine cannot starve this caller through it.
-    waiters_.fetch_add(1);
-    if (const pid_t bg = background_builder_.load(); bg != 0) {
-      setpriority(PRIO_PROCESS, static_cast<id_t>(bg), 0);
-    }
-    absl::MutexLock build_lock(&build_mu_);
-    waiters_.fetch_sub(1);
-    return GetOrBuildLocked(key, build);
   }
 
  private:
@@ -107,9 +108,11 @@ class ProgramCache final {
     return built;
   }
 
-  // The thread id of a PrecompileSeccomp call in progress, or 0; and how
-  // many GetOrBuild calls wait for the build lock.
+  // The thread id of a PrecompileSeccomp call in progress, or 0, and the
+  // nice value it had before; how many GetOrBuild calls wait for the build
+  // lock.
   std::atomic<pid_t> background_builder_{0};
+  std::atomic<int> background_nice_{0};
   std::atomic<int> waiters_{0};
 
   // Held while compiling; never while holding mu_.
