@@ -6,7 +6,7 @@ namespace mycel {
 
 grpc::ServerUnaryReactor* GossipService::Exchange(
     grpc::CallbackServerContext* ctx, const mycel::v1::GossipFrame* req,
-    mycel::v1::GossipFrameAck*) {
+    mycel::v1::GossipFrameAck* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::StatusOr<identity::Caller> caller = authz_->CallerOf(*ctx);
   if (!caller.ok()) {
@@ -20,8 +20,15 @@ grpc::ServerUnaryReactor* GossipService::Exchange(
                      " may not gossip: only nodes of the mesh may")));
     return reactor;
   }
-  reactor->Finish(identity::ToGrpcStatus(
-      membership_->Deliver(caller->name, req->message())));
+  // The call ends once the message is handled, with its direct answer (an
+  // ack, a push-pull answer) in the response; the reactor and the response
+  // live until Finish.
+  absl::Status s = membership_->DeliverWithReply(
+      caller->name, req->message(), [reactor, resp](std::string reply) {
+        resp->set_reply(std::move(reply));
+        reactor->Finish(grpc::Status::OK);
+      });
+  if (!s.ok()) reactor->Finish(identity::ToGrpcStatus(s));
   return reactor;
 }
 

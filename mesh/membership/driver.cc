@@ -106,6 +106,61 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
         [this] { queued_.fetch_sub(1); });
   }
 
+  // Calls its function exactly once: with the answer, or with "" when it is
+  // dropped unanswered (a posted handler destroyed unrun at shutdown).
+  class ReplyOnce {
+   public:
+    explicit ReplyOnce(std::function<void(std::string)> f) : f_(std::move(f)) {}
+    ReplyOnce(const ReplyOnce&) = delete;
+    ReplyOnce& operator=(const ReplyOnce&) = delete;
+    ~ReplyOnce() { (*this)(""); }
+    void operator()(std::string answer) {
+      std::function<void(std::string)> f = std::move(f_);
+      f_ = nullptr;
+      if (f) f(std::move(answer));
+    }
+
+   private:
+    std::function<void(std::string)> f_;
+  };
+
+  void DeliverWithReply(std::string peer, std::string bytes,
+                        std::function<void(std::string)> answer) {
+    auto reply = std::make_shared<ReplyOnce>(std::move(answer));
+    if (queued_.fetch_add(1) >= options_.max_queued_deliveries) {
+      queued_.fetch_sub(1);
+      deliveries_dropped_.fetch_add(1);
+      (*reply)("");
+      return;
+    }
+    OnStrand(
+        [peer = std::move(peer), bytes = std::move(bytes), reply](Core& c) {
+          c.mu_.AssertHeld();  // OnStrand holds it
+          c.queued_.fetch_sub(1);
+          auto slot = std::make_shared<std::string>();
+          c.reply_peer_ = peer;
+          c.reply_slot_ = slot;
+          c.HandleLocked(peer, bytes);
+          // AfterCallLocked (next, on this strand) fills the slot; deferred
+          // work runs after it.
+          c.deferred_.push_back([slot, reply] { (*reply)(std::move(*slot)); });
+        },
+        [this, reply] {
+          queued_.fetch_sub(1);
+          (*reply)("");
+        });
+  }
+
+  // Whether `out` is the direct answer to the message being handled for a
+  // DeliverWithReply: an ack, or a push-pull answer, to its sender.
+  bool IsDirectReplyLocked(const Outbound& out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (reply_slot_ == nullptr || out.to != reply_peer_) return false;
+    if (std::holds_alternative<Ack>(out.message.body)) return true;
+    const PushPull* pp = std::get_if<PushPull>(&out.message.body);
+    return pp != nullptr && pp->reply;
+  }
+
   void HandleLocked(const std::string& peer, const std::string& bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (halted_) return;
@@ -249,7 +304,21 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
 
  private:
   void AfterCallLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (Outbound& out : m_->TakeOutbox()) SendLocked(std::move(out));
+    for (Outbound& out : m_->TakeOutbox()) {
+      if (IsDirectReplyLocked(out)) {
+        std::string bytes = EncodeMessage(out.message);
+        if (bytes.size() <= m_->config().max_message_bytes) {
+          ++stats_.messages_sent;
+          ++stats_.replies_in_response;
+          stats_.bytes_sent += bytes.size();
+          *reply_slot_ = std::move(bytes);
+          reply_slot_ = nullptr;
+          continue;
+        }
+      }
+      SendLocked(std::move(out));
+    }
+    reply_slot_ = nullptr;
     std::vector<MemberEvent> events = m_->TakeEvents();
     for (const MemberEvent& e : events) {
       if (e.name == name_) continue;
@@ -308,16 +377,20 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
     ++stats_.messages_sent;
     stats_.bytes_sent += bytes.size();
     std::weak_ptr<Core> weak = weak_from_this();
-    options_.transport->Send(out.to, out.address, std::move(bytes),
-                             DeadlineFor(out.message),
-                             [weak, address = out.address](absl::Status s) {
-                               if (std::shared_ptr<Core> self = weak.lock()) {
-                                 self->OnStrand([address, s](Core& c) {
-                                   c.mu_.AssertHeld();  // OnStrand holds it
-                                   c.SentLocked(address, s);
-                                 });
-                               }
-                             });
+    options_.transport->Send(
+        out.to, out.address, std::move(bytes), DeadlineFor(out.message),
+        [weak, address = out.address](absl::Status s, Transport::Reply reply) {
+          if (std::shared_ptr<Core> self = weak.lock()) {
+            self->OnStrand([address, s, reply = std::move(reply)](Core& c) {
+              c.mu_.AssertHeld();  // OnStrand holds it
+              c.SentLocked(address, s);
+              // The peer's answer, as if it had sent it.
+              if (!reply.bytes.empty()) {
+                c.HandleLocked(reply.from, reply.bytes);
+              }
+            });
+          }
+        });
   }
 
   // A probe's messages (ping, ack, nack, indirect ping) are useless after
@@ -412,6 +485,10 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
   // Left: no more ticks or deliveries.
   bool halted_ ABSL_GUARDED_BY(mu_) = false;
   DriverStats stats_ ABSL_GUARDED_BY(mu_);
+  // While a DeliverWithReply is handled: its sender, and where its direct
+  // answer goes instead of being sent (AfterCallLocked).
+  std::string reply_peer_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<std::string> reply_slot_ ABSL_GUARDED_BY(mu_);
   std::vector<Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
   // Callbacks to run once the lock is released.
   std::vector<std::function<void()>> deferred_ ABSL_GUARDED_BY(mu_);
@@ -479,6 +556,12 @@ MembershipDriver::~MembershipDriver() { Stop(); }
 void MembershipDriver::Deliver(std::string authenticated_peer,
                                std::string bytes) {
   core_->Deliver(std::move(authenticated_peer), std::move(bytes));
+}
+void MembershipDriver::DeliverWithReply(
+    std::string authenticated_peer, std::string bytes,
+    std::function<void(std::string)> reply) {
+  core_->DeliverWithReply(std::move(authenticated_peer), std::move(bytes),
+                          std::move(reply));
 }
 void MembershipDriver::Join(std::vector<std::string> seeds) {
   core_->Join(std::move(seeds));

@@ -94,6 +94,9 @@ struct DriverStats {
   uint64_t send_drops = 0;
   // Completed with an error by the transport.
   uint64_t send_failures = 0;
+  // Direct answers (acks, push-pull answers) returned in the response of
+  // the call that carried the message, not sent on their own.
+  uint64_t replies_in_response = 0;
   // Sends started and not completed.
   uint64_t sends_in_flight = 0;
   uint64_t saves = 0;
@@ -128,6 +131,12 @@ class MembershipDriver {
   // Bytes from a peer whose certificate names `authenticated_peer`: one
   // encoded GossipMessage. Posted to the strand; never blocks.
   void Deliver(std::string authenticated_peer, std::string bytes);
+  // Deliver, and then `reply` (exactly once, on any thread) with the direct
+  // answer the message made (an ack to a ping, the answer to a push-pull:
+  // one encoded GossipMessage, which is then not sent on its own), or ""
+  // when it made none, was dropped or the driver is stopped.
+  void DeliverWithReply(std::string authenticated_peer, std::string bytes,
+                        std::function<void(std::string)> reply);
   // Contacts the seed addresses (and keeps them, persisted, to retry).
   void Join(std::vector<std::string> seeds);
   // Leaves gracefully: gossips a signed leaving record, and keeps ticking

@@ -75,11 +75,12 @@ void LoopbackNetwork::Route(const std::string& from_name,
   }
   if (!receiver) {
     done(absl::UnavailableError(
-        absl::StrCat("loopback: ", address, " unreachable")));
+             absl::StrCat("loopback: ", address, " unreachable")),
+         {});
     return;
   }
   receiver(from_name, std::move(bytes));
-  done(absl::OkStatus());
+  done(absl::OkStatus(), {});
 }
 
 }  // namespace mycel::membership

@@ -19,10 +19,19 @@ namespace mycel::membership {
 // Thread-safe.
 class Transport {
  public:
+  // The peer's direct answer to a message (an ack, a push-pull answer),
+  // when it came back with the message's acceptance: one encoded
+  // GossipMessage from the node `from`, as its certificate names it. Empty
+  // when there is none.
+  struct Reply {
+    std::string from;
+    std::string bytes;
+  };
   // Called exactly once per Send, from any thread, possibly before Send
   // returns: OK when the peer accepted the message, else why not
-  // (UNAVAILABLE when it could not be reached, DEADLINE_EXCEEDED, ...).
-  using SendDone = std::function<void(absl::Status)>;
+  // (UNAVAILABLE when it could not be reached, DEADLINE_EXCEEDED, ...),
+  // with the peer's direct answer if any.
+  using SendDone = std::function<void(absl::Status, Reply)>;
 
   virtual ~Transport() = default;
 

@@ -1,12 +1,15 @@
 #include "mesh/membership/grpc_transport.h"
 
+#include <grpc/grpc_security_constants.h>
 #include <grpcpp/client_context.h>
+#include <grpcpp/security/auth_context.h>
 
 #include <chrono>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "mycel/v1/gossip.grpc.pb.h"
 
 namespace mycel::membership {
@@ -14,6 +17,7 @@ namespace {
 
 // Everything one call needs until gRPC completes it.
 struct Call {
+  std::string peer;
   std::unique_ptr<mycel::v1::Gossip::Stub> stub;
   grpc::ClientContext context;
   mycel::v1::GossipFrame request;
@@ -21,6 +25,25 @@ struct Call {
   Transport::SendDone done;
   std::shared_ptr<std::atomic<int64_t>> in_flight;
 };
+
+// The node name in the server's SPIFFE ID (spiffe://MESH/node/NAME), which
+// the channel's verifier already checked is a node of this mesh; "" if none.
+std::string ServerNodeName(const grpc::ClientContext& context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr) return "";
+  for (const grpc::string_ref& ref :
+       auth->FindPropertyValues(GRPC_PEER_SPIFFE_ID_PROPERTY_NAME)) {
+    absl::string_view id(ref.data(), ref.size());
+    if (!absl::ConsumePrefix(&id, "spiffe://")) continue;
+    const size_t slash = id.find("/node/");
+    if (slash == absl::string_view::npos) continue;
+    absl::string_view name = id.substr(slash + 6);
+    if (!name.empty() && name.find('/') == absl::string_view::npos) {
+      return std::string(name);
+    }
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -31,8 +54,9 @@ void GrpcTransport::Send(absl::string_view peer, absl::string_view address,
       options_.channels ? options_.channels(peer, address) : nullptr;
   if (channel == nullptr) {
     done(absl::UnavailableError(absl::StrCat(
-        "gossip to ", peer.empty() ? "seed" : peer, " at ", address,
-        ": no channel (the node's credentials cannot be read)")));
+             "gossip to ", peer.empty() ? "seed" : peer, " at ", address,
+             ": no channel (the node's credentials cannot be read)")),
+         {});
     return;
   }
   // The protocol paces what it sends to an unreachable member (probes,
@@ -50,6 +74,7 @@ void GrpcTransport::Send(absl::string_view peer, absl::string_view address,
   call->context.set_wait_for_ready(true);
   call->stub = mycel::v1::Gossip::NewStub(std::move(channel));
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  call->peer = std::string(peer);
   call->request.set_message(std::move(bytes));
   call->done = std::move(done);
   call->in_flight = in_flight_;
@@ -66,10 +91,20 @@ void GrpcTransport::Send(absl::string_view peer, absl::string_view address,
             s.ok() ? absl::OkStatus()
                    : absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                                   s.error_message());
+        Reply reply;
+        if (s.ok() && !call->response.reply().empty()) {
+          // A seed known only by its address answers as whichever node
+          // its certificate names.
+          reply.from =
+              call->peer.empty() ? ServerNodeName(call->context) : call->peer;
+          if (!reply.from.empty()) {
+            reply.bytes = std::move(*call->response.mutable_reply());
+          }
+        }
         // The call (its context and stub) may be freed on this thread only
         // after gRPC has finished with it, which it has when this runs.
         call.reset();
-        finish(std::move(status));
+        finish(std::move(status), std::move(reply));
       });
 }
 

@@ -141,6 +141,15 @@ absl::Status NodeMembership::Deliver(std::string peer, std::string bytes) {
   return absl::OkStatus();
 }
 
+absl::Status NodeMembership::DeliverWithReply(
+    std::string peer, std::string bytes,
+    std::function<void(std::string)> reply) {
+  absl::ReaderMutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(MembershipDriver * driver, Driver());
+  driver->DeliverWithReply(std::move(peer), std::move(bytes), std::move(reply));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<MemberInfo>> NodeMembership::Members() const {
   absl::ReaderMutexLock lock(&mu_);
   ASSIGN_OR_RETURN(MembershipDriver * driver, Driver());

@@ -9,6 +9,7 @@
 #define MYCEL_MESH_MEMBERSHIP_NODE_MEMBERSHIP_H_
 
 #include <boost/asio/io_context.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,11 @@ class NodeMembership {
   // A frame of the Gossip service from node `peer` (its verified
   // certificate's name). Queued, never blocks. FAILED_PRECONDITION when
   // membership is not running.
+  // Deliver, with the direct answer returned through `reply` (see
+  // MembershipDriver::DeliverWithReply); not called on an error.
+  absl::Status DeliverWithReply(std::string peer, std::string bytes,
+                                std::function<void(std::string)> reply)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Deliver(std::string peer, std::string bytes)
       ABSL_LOCKS_EXCLUDED(mu_);
 

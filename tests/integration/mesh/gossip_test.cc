@@ -335,20 +335,34 @@ TEST_CASE("GrpcTransport: a send to a name the server cannot prove fails") {
       }});
   membership::Message m;
   m.from = "n2";
-  m.body = membership::Ping{1, "n3"};
+  m.body = membership::Ping{1, "n1"};
+  membership::Transport::Reply reply;
   auto send = [&](absl::string_view peer) {
     absl::Notification done;
     absl::Status result;
     int calls = 0;
     transport.Send(peer, n1.address(), membership::EncodeMessage(m),
-                   absl::Seconds(2), [&](absl::Status s) {
+                   absl::Seconds(2),
+                   [&](absl::Status s, membership::Transport::Reply r) {
                      ++calls;
                      result = s;
+                     reply = std::move(r);
                      done.Notify();
                    });
     REQUIRE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
     CHECK(calls == 1);
     return result;
+  };
+  // The ack to a ping comes back in the response, from the node the
+  // server's certificate names (for a seed known only by address too), so
+  // that it needs no connection back to n2, which n1 does not even know.
+  auto acked = [&] {
+    if (reply.from != "n1") return false;
+    absl::StatusOr<membership::Message> a =
+        membership::DecodeMessage(reply.bytes, 64 << 10);
+    if (!a.ok() || a->from != "n1") return false;
+    const membership::Ack* ack = std::get_if<membership::Ack>(&a->body);
+    return ack != nullptr && ack->seq == 1;
   };
   // n1 holds the address, so a channel meant for n3 fails its handshake
   // (the call waits for a connection that never becomes ready).
@@ -358,7 +372,10 @@ TEST_CASE("GrpcTransport: a send to a name the server cannot prove fails") {
   CHECK(Must(n1.membership().Stats()).messages_received == 0);
   // Meant for n1 (or any node, as for a seed) it is delivered.
   CHECK(send("n1").ok());
+  CHECK(acked());
   CHECK(send("").ok());
+  CHECK(acked());
+  CHECK(Must(n1.membership().Stats()).replies_in_response == 2);
   CHECK(transport.in_flight() == 0);
 }
 
@@ -427,7 +444,7 @@ TEST_CASE("GrpcTransport: a peer restarted at its address gets the next send") {
     absl::Notification done;
     absl::Status result;
     transport.Send("n1", address, "x", absl::Milliseconds(500),
-                   [&](absl::Status s) {
+                   [&](absl::Status s, membership::Transport::Reply) {
                      result = s;
                      done.Notify();
                    });
@@ -469,7 +486,7 @@ TEST_CASE("GrpcTransport: an unreachable address fails within the deadline") {
   const absl::Time start = absl::Now();
   // TEST-NET-1 (RFC 5737): nothing answers there.
   transport.Send("n1", "192.0.2.1:7946", "x", absl::Milliseconds(500),
-                 [&](absl::Status s) {
+                 [&](absl::Status s, membership::Transport::Reply) {
                    result = s;
                    done.Notify();
                  });
