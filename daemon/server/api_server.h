@@ -37,7 +37,7 @@ class ApiServer {
     // New connections one source address may open per 10 s (the
     // Listener's per_source_burst; the daemon passes its
     // connections_per_source setting).
-    int per_source_burst = 512;
+    int per_source_burst = Listener::Options{}.per_source_burst;
   };
 
   // How long a connection may take to complete its handshake (TLS, and

@@ -231,8 +231,22 @@ impl_prepare_etcd() {
   durability+=" bbolt commit+fsync every 100 ms/10000 writes"
 }
 
+# Waits up to 20 s for CMD... to succeed against the server started as
+# $server_pid; dies with the tail of LOG if the server exits or never answers.
+await_server() { # NAME LOG CMD...
+  local name=$1 log=$2 i
+  shift 2
+  for ((i = 0; i < 200; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    kill -0 "$server_pid" 2>/dev/null ||
+      die "$name exited: $(tail -n 5 "$log")"
+    sleep 0.1
+  done
+  die "$name did not answer in 20 s: $(tail -n 5 "$log")"
+}
+
 impl_start_etcd() { # DATADIR [EXTRA-FLAGS...]
-  local d=$1 i
+  local d=$1
   shift
   etcd --name bench --data-dir "$d/etcd" \
     --listen-client-urls "http://$endpoint" \
@@ -243,14 +257,9 @@ impl_start_etcd() { # DATADIR [EXTRA-FLAGS...]
     --logger zap --log-outputs stderr --log-level warn "$@" \
     >"$d/etcd.log" 2>&1 &
   server_pid=$!
-  for ((i = 0; i < 200; i++)); do
-    ETCDCTL_API=3 etcdctl --endpoints "$endpoint" --command-timeout 1s \
-      endpoint health >/dev/null 2>&1 && return 0
-    kill -0 "$server_pid" 2>/dev/null ||
-      die "etcd exited: $(tail -n 5 "$d/etcd.log")"
-    sleep 0.1
-  done
-  die "etcd did not become healthy in 20 s: $(tail -n 5 "$d/etcd.log")"
+  await_server etcd "$d/etcd.log" \
+    env ETCDCTL_API=3 etcdctl --endpoints "$endpoint" --command-timeout 1s \
+    endpoint health
 }
 
 impl_load_etcd() { # C
@@ -294,21 +303,16 @@ mycel_prepare() { # DURABILITY
   fi
 }
 mycel_start() { # DURABILITY DATADIR
-  local d=$2 i
+  local d=$2
   # The cell pool is off and the cgroup subtree is the row's own: the
   # daemon serves only the store here.
   "$myceld" --node-name bench --state-dir "$d/state" --socket "$d/mycel.sock" \
     --cgroup-subtree "etcd-bench-$$-${d##*.}" --cell-pool 0 \
     --durability "$1" --log-level warn >"$d/myceld.log" 2>&1 &
   server_pid=$!
-  for ((i = 0; i < 200; i++)); do
-    "$mycel_cli" --socket "$d/mycel.sock" --timeout 1 node health \
-      >/dev/null 2>&1 && { mycel_socket=$d/mycel.sock && return 0; }
-    kill -0 "$server_pid" 2>/dev/null ||
-      die "myceld exited: $(tail -n 5 "$d/myceld.log")"
-    sleep 0.1
-  done
-  die "myceld did not answer in 20 s: $(tail -n 5 "$d/myceld.log")"
+  await_server myceld "$d/myceld.log" \
+    "$mycel_cli" --socket "$d/mycel.sock" --timeout 1 node health
+  mycel_socket=$d/mycel.sock
 }
 mycel_load() { # C
   "$mycel_load" --socket "$mycel_socket" --clients "$1" --conns "$conns" \

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/server/credentials.h"
 #include "daemon/server/gossip_service.h"
@@ -384,15 +385,21 @@ class CountingServer {
  public:
   class Service final : public mycel::v1::Gossip::CallbackService {
    public:
-    grpc::ServerUnaryReactor* Exchange(grpc::CallbackServerContext* ctx,
-                                       const mycel::v1::GossipFrame*,
-                                       mycel::v1::GossipFrameAck*) override {
+    grpc::ServerUnaryReactor* Exchange(
+        grpc::CallbackServerContext* ctx, const mycel::v1::GossipFrame*,
+        mycel::v1::GossipFrameAck* resp) override {
       frames.fetch_add(1);
+      {
+        absl::MutexLock lock(&mu);
+        resp->set_reply(reply);
+      }
       grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
       reactor->Finish(grpc::Status::OK);
       return reactor;
     }
     std::atomic<int> frames{0};
+    absl::Mutex mu;
+    std::string reply ABSL_GUARDED_BY(mu);  // sent in every response
   };
 
   CountingServer(const Pki& pki, const std::string& name, int port) {
@@ -421,12 +428,47 @@ class CountingServer {
   }
   int port() const { return port_; }
   int frames() const { return service_.frames.load(); }
+  // What every response carries as the direct answer from now on.
+  void set_reply(std::string bytes) {
+    absl::MutexLock lock(&service_.mu);
+    service_.reply = std::move(bytes);
+  }
 
  private:
   Service service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };
+
+TEST_CASE("an answer in a response forged in another node's name is refused") {
+  // A member (n1, with its own valid certificate) answers n2's join with a
+  // push-pull answer that claims to come from n3, listing n3 alive: the
+  // answer counts as n1's (its certificate), so the state machine refuses
+  // it, and n2 learns of no n3.
+  testing::TempDir dir;
+  Pki pki(dir.path());
+  for (const char* n : {"n1", "n2", "n3"}) pki.Issue(n);
+  CountingServer n1(pki, "n1", 0);
+  membership::Message forged;
+  forged.from = "n3";
+  forged.body = membership::PushPull{1, false, true, {}};
+  n1.set_reply(membership::EncodeMessage(forged));
+  Loop loop;
+  Node n2(pki, "n2", &loop);
+  REQUIRE(n2.Start({absl::StrCat("127.0.0.1:", n1.port())}).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline &&
+         Must(n2.membership().Stats()).membership.rejected_sender_mismatch ==
+             0) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const membership::DriverStats s = Must(n2.membership().Stats());
+  CHECK(n1.frames() >= 1);
+  CHECK(s.membership.rejected_sender_mismatch >= 1);
+  for (const membership::MemberInfo& m : Must(n2.membership().Members())) {
+    CHECK(m.name != "n3");
+  }
+}
 
 TEST_CASE("GrpcTransport: a peer restarted at its address gets the next send") {
   testing::TempDir dir;

@@ -335,6 +335,14 @@ constexpr TableInfo kReplicatedTables[] = {
     {"change_log", Replication::kChangeLog, ""},
 };
 
+// A store of that schema, as node "node-a", on `clock`.
+Store::Options ReplicatedOptions(const Clock* clock) {
+  return {.migrations = kReplicatedSchema,
+          .tables = kReplicatedTables,
+          .origin = "node-a",
+          .clock = clock};
+}
+
 absl::StatusOr<ChangeStamp> Put(Store& store, const std::string& k,
                                 const std::string& v) {
   return store.WriteReplicated(
@@ -352,10 +360,7 @@ absl::StatusOr<ChangeStamp> Put(Store& store, const std::string& k,
 TEST_CASE("a replicated table is written only through WriteReplicated") {
   testing::TempDir dir;
   SetClock clock;
-  Store::Options options{.migrations = kReplicatedSchema,
-                         .tables = kReplicatedTables,
-                         .origin = "node-a",
-                         .clock = &clock};
+  Store::Options options = ReplicatedOptions(&clock);
   auto s = Store::Open(dir.Sub("r.db"), options);
   REQUIRE(s.ok());
   Store& store = **s;
@@ -451,11 +456,8 @@ TEST_CASE(
     "result, and a failing write takes only itself") {
   testing::TempDir dir;
   SetClock clock;
-  Store::Options options{.migrations = kReplicatedSchema,
-                         .tables = kReplicatedTables,
-                         .origin = "node-a",
-                         .clock = &clock,
-                         .synchronous_full = true};
+  Store::Options options = ReplicatedOptions(&clock);
+  options.synchronous_full = true;
   auto s = Store::Open(dir.Sub("g.db"), options);
   REQUIRE(s.ok());
   Store& store = **s;
@@ -525,10 +527,7 @@ TEST_CASE(
     "group commit on a full database: what answered OK is there, no more") {
   testing::TempDir dir;
   SetClock clock;
-  Store::Options options{.migrations = kReplicatedSchema,
-                         .tables = kReplicatedTables,
-                         .origin = "node-a",
-                         .clock = &clock};
+  Store::Options options = ReplicatedOptions(&clock);
   auto s = Store::Open(dir.Sub("f.db"), options);
   REQUIRE(s.ok());
   Store& store = **s;
