@@ -1,5 +1,6 @@
 #include "mesh/membership/codec.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -75,6 +76,12 @@ size_t DigestPayloadSize(const MemberDigest& d) {
          VarintField(3, d.incarnation);
 }
 
+size_t SummaryPayloadSize(const MemberSummary& s) {
+  return StringField(1, s.name) + VarintField(2, s.record_incarnation) +
+         VarintField(3, static_cast<uint64_t>(s.state)) +
+         VarintField(4, s.incarnation - s.record_incarnation);
+}
+
 size_t BodySize(const Body& body) {
   struct Visitor {
     size_t operator()(const std::monostate&) { return 0; }
@@ -96,6 +103,11 @@ size_t BodySize(const Body& body) {
       size_t n =
           VarintField(1, p.seq) + BoolField(2, p.join) + BoolField(3, p.reply);
       for (const MemberDigest& d : p.members) n += MemberDigestEncodedSize(d);
+      for (const MemberSummary& m : p.summaries) {
+        n += MemberSummaryEncodedSize(m);
+      }
+      for (const std::string& w : p.want) n += LenField(6, w.size());
+      n += BoolField(7, p.fill);
       return LenField(kMPushPull, n);
     }
   };
@@ -147,6 +159,10 @@ size_t MemberDigestEncodedSize(const MemberDigest& digest) {
   return LenField(4, DigestPayloadSize(digest));
 }
 
+size_t MemberSummaryEncodedSize(const MemberSummary& summary) {
+  return LenField(5, SummaryPayloadSize(summary));
+}
+
 size_t EncodedSize(const Message& message) {
   size_t n = StringField(kMFrom, message.from) + BodySize(message.body);
   for (const Update& u : message.updates) n += UpdateEncodedSize(u);
@@ -192,6 +208,15 @@ void ToProto(const Message& m, v1::GossipMessage* out) {
         s->set_state(StateToProto(d.state));
         s->set_incarnation(d.incarnation);
       }
+      for (const MemberSummary& m : p.summaries) {
+        v1::GossipMemberSummary* s = q->add_summaries();
+        s->set_name(m.name);
+        s->set_record_incarnation(m.record_incarnation);
+        s->set_state(StateToProto(m.state));
+        s->set_incarnation_above_record(m.incarnation - m.record_incarnation);
+      }
+      for (const std::string& w : p.want) q->add_want(w);
+      q->set_fill(p.fill);
     }
   };
   std::visit(Visitor{out}, m.body);
@@ -239,7 +264,7 @@ absl::StatusOr<Message> FromProto(const v1::GossipMessage& p) {
       break;
     case v1::GossipMessage::kPushPull: {
       const v1::GossipPushPull& q = p.push_pull();
-      PushPull pp{q.seq(), q.join(), q.reply(), {}};
+      PushPull pp{q.seq(), q.join(), q.reply(), {}, {}, {}, q.fill()};
       pp.members.reserve(q.members_size());
       for (const v1::GossipMemberState& s : q.members()) {
         if (!s.has_alive()) {
@@ -251,6 +276,23 @@ absl::StatusOr<Message> FromProto(const v1::GossipMessage& p) {
             std::make_shared<const Alive>(AliveFromProto(s.alive())), *state,
             s.incarnation()});
       }
+      pp.summaries.reserve(q.summaries_size());
+      for (const v1::GossipMemberSummary& s : q.summaries()) {
+        absl::StatusOr<MemberState> state = StateFromProto(s.state());
+        if (!state.ok()) {
+          return absl::InvalidArgumentError(
+              "push_pull.summaries.state: unknown");
+        }
+        if (s.incarnation_above_record() >
+            UINT64_MAX - s.record_incarnation()) {
+          return absl::InvalidArgumentError(
+              "push_pull.summaries.incarnation_above_record: overflows");
+        }
+        pp.summaries.push_back(MemberSummary{
+            s.name(), s.record_incarnation(), *state,
+            s.record_incarnation() + s.incarnation_above_record()});
+      }
+      pp.want.assign(q.want().begin(), q.want().end());
       m.body = std::move(pp);
       break;
     }

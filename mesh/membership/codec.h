@@ -41,6 +41,8 @@ size_t EncodedSize(const Message& message);
 size_t UpdateEncodedSize(const Update& update);
 // The bytes one member adds to a push-pull body.
 size_t MemberDigestEncodedSize(const MemberDigest& digest);
+// The bytes one summary adds to a push-pull body.
+size_t MemberSummaryEncodedSize(const MemberSummary& summary);
 
 }  // namespace mycel::membership
 

@@ -541,11 +541,49 @@ void Membership::HandleNack(const Nack& nack) {
   }
 }
 
+void Membership::MergeSummaries(absl::string_view peer,
+                                const std::vector<MemberSummary>& summaries,
+                                int64_t now_us,
+                                std::vector<std::string>* want) {
+  for (const MemberSummary& x : summaries) {
+    std::optional<uint32_t> idx = IndexOf(x.name);
+    // A record we lack, or an older one than the sender's: ask for it (a
+    // summary is not signed, so only the record itself can change one).
+    if (!idx || x.record_incarnation > members_[*idx].record->incarnation) {
+      want->push_back(x.name);
+    }
+    if (!idx) continue;
+    // What MergeState does with the same view: an accusation becomes our
+    // suspicion (or, about us, our refutation, which the reply carries).
+    if ((x.state == MemberState::kSuspect || x.state == MemberState::kDead) &&
+        !suspicions_.contains(x.name)) {
+      HandleSuspect(
+          Suspect{x.name, x.incarnation, *idx == 0 ? std::string(peer) : name_},
+          now_us);
+    }
+  }
+}
+
 void Membership::HandlePushPull(absl::string_view peer, const PushPull& pp,
                                 int64_t now_us) {
+  if (pp.fill) {
+    MergeState(pp.members, now_us);
+    return;
+  }
   ++stats_.push_pulls_received;
   MergeState(pp.members, now_us);
+  std::vector<std::string> want;
+  MergeSummaries(peer, pp.summaries, now_us, &want);
   if (pp.reply) {
+    if (!pp.want.empty()) {
+      // The records the answer asked for; it gets no reply.
+      Message msg;
+      msg.from = name_;
+      msg.body = PushPull{pp.seq, false, false, Records(nullptr, &pp.want),
+                          {},     {},    true};
+      outbox_.push_back(
+          Outbound{std::string(peer), AddressOf(peer), std::move(msg)});
+    }
     if (reconnect_requests_.erase(pp.seq) > 0 && !left_) {
       // A member we held dead answered: a partition is probably healing.
       // Reach for the next dead member soon instead of a full interval
@@ -566,9 +604,14 @@ void Membership::HandlePushPull(absl::string_view peer, const PushPull& pp,
   }
   // Reply after merging, so that the reply already carries our refutation
   // of anything the request said about us (this is what heals a partition
-  // in one exchange per member).
-  SendPushPull(std::string(peer), AddressOf(peer), pp.seq, pp.join,
-               /*reply=*/true);
+  // in one exchange per member). It carries only what the sender lacks.
+  Message msg;
+  msg.from = name_;
+  msg.body =
+      PushPull{pp.seq, pp.join,        /*reply=*/true, Records(&pp, nullptr),
+               {},     std::move(want)};
+  outbox_.push_back(
+      Outbound{std::string(peer), AddressOf(peer), std::move(msg)});
 }
 
 // --- Timers ---
@@ -780,7 +823,7 @@ void Membership::PushPullWithRandomMember(int64_t now_us) {
       RandomMembers(1, kNoMember, /*alive_only=*/true, now_us);
   if (t.empty()) return;
   const std::string& name = members_[t[0]].record->name;
-  SendPushPull(name, AddressOf(name), next_seq_++, false, false);
+  SendPushPull(name, AddressOf(name), next_seq_++, false);
 }
 
 bool Membership::Eligible(const std::string& key, int64_t now_us) const {
@@ -845,12 +888,12 @@ void Membership::Reconnect(int64_t now_us) {
     const std::string name = members_[dead[pick]].record->name;
     RecordAttempt(name, now_us);
     reconnect_requests_.insert(seq);
-    SendPushPull(name, AddressOf(name), seq, false, false);
+    SendPushPull(name, AddressOf(name), seq, false);
   } else {
     const std::string address = seeds_[seeds[pick - dead.size()]].address;
     RecordAttempt(SeedKey(address), now_us);
     seed_requests_[seq] = address;
-    SendPushPull("", address, seq, /*join=*/true, false);
+    SendPushPull("", address, seq, /*join=*/true);
   }
 }
 
@@ -938,32 +981,103 @@ void Membership::Send(std::string to, std::string address, Body body,
       Outbound{std::move(to), std::move(address), std::move(msg)});
 }
 
-std::vector<MemberDigest> Membership::FullState() const {
-  std::vector<MemberDigest> out;
-  out.reserve(members_.size());
-  const size_t budget = config_.max_message_bytes - kPushPullOverhead;
-  size_t used = 0;
+namespace {
+
+// Whether our view of a member (record incarnation, state, incarnation)
+// would change a peer's: a newer record, a newer incarnation, or the same
+// incarnation in a graver state. The peer's MergeState applies exactly
+// such views; anything else it would ignore.
+bool NewsTo(const MemberSummary& ours, const MemberSummary& theirs) {
+  if (ours.record_incarnation != theirs.record_incarnation) {
+    return ours.record_incarnation > theirs.record_incarnation;
+  }
+  if (ours.incarnation != theirs.incarnation) {
+    return ours.incarnation > theirs.incarnation;
+  }
+  return ours.state > theirs.state;
+}
+
+}  // namespace
+
+template <typename Visit>
+void Membership::ForEachInSyncOrder(Visit visit) const {
   // Live members first, so that a state too large for one message drops
   // the dead and departed, not the living.
   for (int pass = 0; pass < 2; ++pass) {
     for (const Member& m : members_) {
-      if (Active(m.state) != (pass == 0)) continue;
-      MemberDigest d{m.record, m.state, m.incarnation};
-      const size_t size = MemberDigestEncodedSize(d);
-      if (used + size > budget) continue;
-      used += size;
-      out.push_back(std::move(d));
+      if (Active(m.state) == (pass == 0)) visit(m);
     }
   }
+}
+
+std::vector<MemberDigest> Membership::Records(
+    const PushPull* request, const std::vector<std::string>* names) const {
+  // What the requester holds, from its summaries or (joining) its records.
+  absl::flat_hash_map<absl::string_view, MemberSummary> theirs;
+  if (request != nullptr) {
+    theirs.reserve(request->summaries.size() + request->members.size());
+    for (const MemberSummary& x : request->summaries) theirs[x.name] = x;
+    for (const MemberDigest& d : request->members) {
+      theirs[d.alive->name] = MemberSummary{d.alive->name, d.alive->incarnation,
+                                            d.state, d.incarnation};
+    }
+  }
+  absl::flat_hash_set<absl::string_view> wanted;
+  if (names != nullptr) wanted.insert(names->begin(), names->end());
+  std::vector<MemberDigest> out;
+  const size_t budget = config_.max_message_bytes - kPushPullOverhead;
+  size_t used = 0;
+  ForEachInSyncOrder([&](const Member& m) {
+    const std::string& name = m.record->name;
+    if (names != nullptr && !wanted.contains(name)) return;
+    if (request != nullptr) {
+      auto it = theirs.find(name);
+      if (it != theirs.end() &&
+          !NewsTo(MemberSummary{name, m.record->incarnation, m.state,
+                                m.incarnation},
+                  it->second)) {
+        return;
+      }
+    }
+    MemberDigest d{m.record, m.state, m.incarnation};
+    const size_t size = MemberDigestEncodedSize(d);
+    if (used + size > budget) return;
+    used += size;
+    out.push_back(std::move(d));
+  });
+  return out;
+}
+
+std::vector<MemberSummary> Membership::Summaries() const {
+  std::vector<MemberSummary> out;
+  out.reserve(members_.size());
+  const size_t budget = config_.max_message_bytes - kPushPullOverhead;
+  size_t used = 0;
+  ForEachInSyncOrder([&](const Member& m) {
+    MemberSummary x{m.record->name, m.record->incarnation, m.state,
+                    m.incarnation};
+    const size_t size = MemberSummaryEncodedSize(x);
+    if (used + size > budget) return;
+    used += size;
+    out.push_back(std::move(x));
+  });
   return out;
 }
 
 void Membership::SendPushPull(std::string to, std::string address, uint64_t seq,
-                              bool join, bool reply) {
+                              bool join) {
   Message msg;
   msg.from = name_;
-  msg.body = PushPull{seq, join, reply, FullState()};
-  if (!reply) ++stats_.push_pulls_sent;
+  PushPull pp{seq, join};
+  // A joiner knows few members and the receiver none of them: it sends
+  // their records at once rather than a round trip later.
+  if (join) {
+    pp.members = Records(nullptr, nullptr);
+  } else {
+    pp.summaries = Summaries();
+  }
+  msg.body = std::move(pp);
+  ++stats_.push_pulls_sent;
   outbox_.push_back(
       Outbound{std::move(to), std::move(address), std::move(msg)});
 }
@@ -982,7 +1096,7 @@ void Membership::Join(absl::Span<const std::string> seed_addresses,
     const uint64_t seq = next_seq_++;
     seed_requests_[seq] = address;
     RecordAttempt(SeedKey(address), now_us);
-    SendPushPull("", address, seq, /*join=*/true, false);
+    SendPushPull("", address, seq, /*join=*/true);
   }
 }
 

@@ -295,6 +295,11 @@ class Membership {
   void HandleSuspect(const Suspect& s, int64_t now_us);
   void HandleDead(const Dead& d, int64_t now_us);
   void MergeState(const std::vector<MemberDigest>& members, int64_t now_us);
+  // Applies a push-pull request's summaries as MergeState would, and adds
+  // to `want` the members whose records we lack or hold older.
+  void MergeSummaries(absl::string_view peer,
+                      const std::vector<MemberSummary>& summaries,
+                      int64_t now_us, std::vector<std::string>* want);
   bool VerifyAlive(const Alive& alive);
   absl::StatusOr<AliveRef> SignSelf(uint64_t incarnation, bool leaving);
   void Refute(uint64_t accused_incarnation);
@@ -336,9 +341,16 @@ class Membership {
   std::string AddressOf(absl::string_view name) const;
   void Send(std::string to, std::string address, Body body,
             std::vector<Update> first_updates = {});
-  std::vector<MemberDigest> FullState() const;
+  template <typename Visit>
+  void ForEachInSyncOrder(Visit visit) const;
+  // Full records for a push-pull, within its size budget: all of them; or
+  // those that are news to `request`'s sender; or those named in `names`.
+  std::vector<MemberDigest> Records(
+      const PushPull* request, const std::vector<std::string>* names) const;
+  std::vector<MemberSummary> Summaries() const;
+  // A push-pull request (a join carries full records).
   void SendPushPull(std::string to, std::string address, uint64_t seq,
-                    bool join, bool reply);
+                    bool join);
 
   const Config config_;
   const std::string name_;

@@ -136,6 +136,25 @@ absl::Status ValidateMessage(const Message& message) {
         return absl::InvalidArgumentError(
             "push_pull.members.incarnation: older than its record");
     }
+    for (const MemberSummary& m : p->summaries) {
+      if (absl::Status s = CheckName("push_pull.summaries.name", m.name);
+          !s.ok())
+        return s;
+      if (absl::Status s = CheckMember("push_pull.summaries.state", m.state);
+          !s.ok())
+        return s;
+      if (m.incarnation < m.record_incarnation)
+        return absl::InvalidArgumentError(
+            "push_pull.summaries.incarnation: older than its record");
+    }
+    for (const std::string& w : p->want) {
+      if (absl::Status s = CheckName("push_pull.want", w); !s.ok()) return s;
+    }
+    if (p->fill &&
+        (p->reply || p->join || !p->summaries.empty() || !p->want.empty()))
+      return absl::InvalidArgumentError("push_pull.fill: carries records only");
+    if (!p->reply && !p->want.empty())
+      return absl::InvalidArgumentError("push_pull.want: only in a reply");
   }
   return absl::OkStatus();
 }

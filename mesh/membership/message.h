@@ -100,11 +100,34 @@ struct MemberDigest {
   uint64_t incarnation = 0;
 };
 
+// What a push-pull request says about a member without its record: enough
+// for the receiver to tell whose view is newer (MemberDigest's fields, and
+// the incarnation of the record the sender holds).
+struct MemberSummary {
+  std::string name;
+  uint64_t record_incarnation = 0;
+  MemberState state = MemberState::kAlive;
+  uint64_t incarnation = 0;
+
+  bool operator==(const MemberSummary&) const = default;
+};
+
+// The periodic full-state sync, by digest. A request (reply = false) lists
+// every member the sender knows as a summary; a join request, from a node
+// that knows few, carries full records instead. The receiver merges what it
+// can, then replies with the full records of members the sender lacks or
+// holds older, and names in `want` the members whose records it lacks or
+// holds older. The sender answers `want` with a `fill` (the records, no
+// reply). Between converged members a sync is one list of summaries and an
+// empty reply, not every record and its certificate both ways.
 struct PushPull {
   uint64_t seq = 0;
   bool join = false;
   bool reply = false;
   std::vector<MemberDigest> members;
+  std::vector<MemberSummary> summaries;
+  std::vector<std::string> want;
+  bool fill = false;
 };
 
 // No body (monostate) is plain gossip.

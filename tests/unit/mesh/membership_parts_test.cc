@@ -297,6 +297,20 @@ Message RandomMessage(Prng* prng) {
             MemberDigest{a, static_cast<MemberState>(1 + prng->Uniform(4)),
                          a->incarnation + prng->Uniform(2)});
       }
+      if (prng->Bernoulli(0.2)) {
+        pp.fill = true;  // a fill carries records only
+        pp.join = pp.reply = false;
+      } else {
+        for (uint64_t i = prng->Uniform(5); i > 0; --i) {
+          const uint64_t rec = prng->Next() >> (1 + prng->Uniform(63));
+          pp.summaries.push_back(MemberSummary{
+              name(), rec, static_cast<MemberState>(1 + prng->Uniform(4)),
+              rec + prng->Uniform(3)});
+        }
+        for (uint64_t i = pp.reply ? prng->Uniform(4) : 0; i > 0; --i) {
+          pp.want.push_back(name());
+        }
+      }
       m.body = std::move(pp);
       break;
     }
@@ -353,6 +367,7 @@ bool SameMessage(const Message& a, const Message& b) {
   if (const PushPull* p = std::get_if<PushPull>(&a.body)) {
     const PushPull& q = std::get<PushPull>(b.body);
     if (p->seq != q.seq || p->join != q.join || p->reply != q.reply ||
+        p->fill != q.fill || p->summaries != q.summaries || p->want != q.want ||
         p->members.size() != q.members.size()) {
       return false;
     }

@@ -579,5 +579,163 @@ TEST_CASE("persisted members restore a node that rejoins without a seed") {
   CHECK(pushed);
 }
 
+// The push-pull a node sends at its next tick after a rejoin (to a live
+// member), taken from its outbox.
+Outbound TakePushPull(Membership* m, absl::Time now) {
+  m->Tick(now);
+  for (Outbound& out : m->TakeOutbox()) {
+    if (std::holds_alternative<PushPull>(out.message.body)) return out;
+  }
+  FAIL("no push-pull sent");
+  return {};
+}
+
+std::unique_ptr<Membership> Rejoining(Fixture& f, const std::string& name,
+                                      std::vector<MemberSnapshot> members,
+                                      uint64_t seed = 1) {
+  MembershipOptions o = f.Options(name, {});
+  o.members = std::move(members);
+  o.rejoin_on_start = true;
+  o.random_seed = seed;
+  return *Membership::Create(o, f.now);
+}
+
+TEST_CASE("push-pull by digest: converged members send summaries, no records") {
+  Fixture f;
+  std::unique_ptr<Membership> a =
+      Rejoining(f, "a", {f.Stored("b", 100), f.Stored("c", 100)});
+  std::unique_ptr<Membership> b = f.Node("b", {"a", "c"});
+  std::unique_ptr<Membership> c = f.Node("c", {"a", "b"});
+  Outbound req = TakePushPull(a.get(), f.now);
+  const PushPull& pp = std::get<PushPull>(req.message.body);
+  CHECK_FALSE(pp.reply);
+  CHECK(pp.members.empty());
+  REQUIRE(pp.summaries.size() == 3);
+  CHECK(pp.summaries[0].name == "a");
+  CHECK(pp.summaries[0].record_incarnation == 100);
+  // A summary is a few bytes; a record with its certificate and signature
+  // is most of a kilobyte in the daemon (here, a fake signer's).
+  CHECK(EncodedSize(req.message) < 80);
+  Membership* to = req.to == "b" ? b.get() : c.get();
+  REQUIRE(to->HandleMessage("a", req.message, f.now).ok());
+  std::vector<Outbound> replies = to->TakeOutbox();
+  REQUIRE(replies.size() == 1);
+  const PushPull& reply = std::get<PushPull>(replies[0].message.body);
+  CHECK(reply.reply);
+  CHECK(reply.seq == pp.seq);
+  CHECK(reply.members.empty());
+  CHECK(reply.want.empty());
+  // Nothing to fill: the exchange ends there.
+  REQUIRE(a->HandleMessage(req.to, replies[0].message, f.now).ok());
+  CHECK(a->TakeOutbox().empty());
+}
+
+TEST_CASE("push-pull by digest: each side gets the records it lacks") {
+  Fixture f;
+  // a holds c's newer record and knows d; b knows e, which a does not.
+  std::unique_ptr<Membership> a;
+  Outbound req;
+  // The rejoin push goes to a random live member: pick a seed that makes
+  // it b.
+  for (uint64_t seed = 1; req.to != "b"; ++seed) {
+    REQUIRE(seed < 64);
+    a = Rejoining(f, "a",
+                  {f.Stored("b", 100), f.Stored("c", 105),
+                   f.Stored("d", 100, MemberState::kDead)},
+                  seed);
+    req = TakePushPull(a.get(), f.now);
+  }
+  std::unique_ptr<Membership> b = f.Node("b", {"a", "c", "e"});
+  REQUIRE(b->HandleMessage("a", req.message, f.now).ok());
+  std::vector<Outbound> replies = b->TakeOutbox();
+  REQUIRE(replies.size() == 1);
+  const PushPull& reply = std::get<PushPull>(replies[0].message.body);
+  // b sends only e (a lacks it); it asks for c (older here) and d (unknown).
+  REQUIRE(reply.members.size() == 1);
+  CHECK(reply.members[0].alive->name == "e");
+  CHECK(reply.want == std::vector<std::string>{"c", "d"});
+  REQUIRE(a->HandleMessage("b", replies[0].message, f.now).ok());
+  CHECK(a->StateOf("e") == MemberState::kAlive);
+  std::vector<Outbound> fills = a->TakeOutbox();
+  REQUIRE(fills.size() == 1);
+  CHECK(fills[0].to == "b");
+  const PushPull& fill = std::get<PushPull>(fills[0].message.body);
+  CHECK(fill.fill);
+  REQUIRE(fill.members.size() == 2);
+  REQUIRE(b->HandleMessage("a", fills[0].message, f.now).ok());
+  CHECK(b->Find("c")->incarnation == 105);
+  CHECK(b->StateOf("d") == MemberState::kDead);
+  // A fill gets no answer.
+  CHECK(b->TakeOutbox().empty());
+  // Both now hold the same view of every member.
+  for (const std::string name : {"a", "b", "c", "d", "e"}) {
+    CAPTURE(name);
+    CHECK(a->StateOf(name) == b->StateOf(name));
+    CHECK(a->Find(name)->incarnation == b->Find(name)->incarnation);
+  }
+}
+
+TEST_CASE("a summary accusing the receiver is refuted in the reply") {
+  Fixture f;
+  std::unique_ptr<Membership> b = f.Node("b", {"a"});
+  PushPull pp{7};
+  pp.summaries = {MemberSummary{"a", 100, MemberState::kAlive, 100},
+                  MemberSummary{"b", 100, MemberState::kSuspect, 100}};
+  REQUIRE(b->HandleMessage("a", From("a", pp), f.now).ok());
+  CHECK(b->incarnation() == 101);
+  std::vector<Outbound> replies = b->TakeOutbox();
+  REQUIRE(replies.size() == 1);
+  const PushPull& reply = std::get<PushPull>(replies[0].message.body);
+  REQUIRE(reply.members.size() == 1);
+  CHECK(reply.members[0].alive->name == "b");
+  CHECK(reply.members[0].alive->incarnation == 101);
+  // An accusation of another member becomes our own suspicion.
+  std::unique_ptr<Membership> c = f.Node("c", {"a", "b"});
+  pp.summaries[1] = MemberSummary{"b", 100, MemberState::kDead, 100};
+  REQUIRE(c->HandleMessage("a", From("a", pp), f.now).ok());
+  CHECK(c->StateOf("b") == MemberState::kSuspect);
+}
+
+TEST_CASE("bad push-pull digests are refused; a fill answers a want once") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b"});
+  auto code = [&](const PushPull& pp) {
+    return a->HandleMessage("b", From("b", pp), f.now).code();
+  };
+  PushPull want_in_request{1};
+  want_in_request.want = {"a"};
+  CHECK(code(want_in_request) == absl::StatusCode::kInvalidArgument);
+  PushPull fill_with_want{2, false, false, {}, {}, {"a"}, true};
+  CHECK(code(fill_with_want) == absl::StatusCode::kInvalidArgument);
+  PushPull older{3};
+  older.summaries = {MemberSummary{"b", 9, MemberState::kSuspect, 8}};
+  CHECK(code(older) == absl::StatusCode::kInvalidArgument);
+  PushPull unnamed{4};
+  unnamed.summaries = {MemberSummary{"", 1, MemberState::kAlive, 1}};
+  CHECK(code(unnamed) == absl::StatusCode::kInvalidArgument);
+  PushPull bad_state{5};
+  bad_state.summaries = {MemberSummary{"b", 1, static_cast<MemberState>(9), 1}};
+  CHECK(code(bad_state) == absl::StatusCode::kInvalidArgument);
+  CHECK(a->TakeOutbox().empty());
+  // A reply that names a record a thousand times, and names that we do not
+  // know, gets each record we hold once: no amplification.
+  PushPull reply{6, false, true};
+  reply.want.assign(1000, "a");
+  reply.want.push_back("nobody");
+  REQUIRE(a->HandleMessage("b", From("b", reply), f.now).ok());
+  std::vector<Outbound> fills = a->TakeOutbox();
+  REQUIRE(fills.size() == 1);
+  const PushPull& fill = std::get<PushPull>(fills[0].message.body);
+  REQUIRE(fill.members.size() == 1);
+  CHECK(fill.members[0].alive->name == "a");
+  // On the wire the incarnation is its excess over the record's; one that
+  // overflows is refused, naming the field.
+  Message m = From("b", older);
+  absl::StatusOr<Message> decoded = DecodeMessage(EncodeMessage(m), 1 << 20);
+  REQUIRE_FALSE(decoded.ok());
+  CHECK(decoded.status().message() ==
+        "push_pull.summaries.incarnation_above_record: overflows");
+}
+
 }  // namespace
 }  // namespace mycel::membership
