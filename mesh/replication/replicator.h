@@ -23,13 +23,15 @@
 // peers with a hop budget that grows with log(N), and a peer that had not
 // seen it passes it on to `fanout` more with one hop less, so each change
 // is gossiped a bounded number of times. Anti-entropy: every
-// `anti_entropy_interval`, a digest (this node's version vector) goes to one
-// random peer, which answers with its own; each side then streams to the other
-// only the changes it lacks, in chunks of at most `max_chunk_bytes`, at most
-// `window` unacknowledged per stream (backpressure) and at most `max_streams`
-// streams at once. A peer behind the log's floor (changes compacted by GC) gets
-// a full snapshot instead. Live pushes never queue behind a stream: a stream
-// has at most `window` chunks out, and pushes are sent as they happen.
+// `anti_entropy_interval`, the fingerprint of this node's version vector
+// goes to one random peer; a peer whose vector has another fingerprint
+// starts the exchange: a digest (its version vector), answered with ours;
+// each side then streams to the other only the changes it lacks, in chunks of
+// at most `max_chunk_bytes`, at most `window` unacknowledged per stream
+// (backpressure) and at most `max_streams` streams at once. A peer behind the
+// log's floor (changes compacted by GC) gets a full snapshot instead. Live
+// pushes never queue behind a stream: a stream has at most `window` chunks out,
+// and pushes are sent as they happen.
 //
 // Received changes that arrive ahead of a gap (seq not the next of their
 // origin) wait in a bounded buffer until the gap fills, and the sender is
@@ -109,6 +111,8 @@ struct ReplicatorStats {
   uint64_t changes_buffered = 0;  // arrived ahead of a gap
   uint64_t pending_dropped = 0;   // the buffer was full
   uint64_t digests_sent = 0;
+  // Fingerprint digests that matched ours: nothing to exchange.
+  uint64_t digests_in_sync = 0;
   uint64_t streams_started = 0;
   uint64_t snapshots_started = 0;
   uint64_t chunks_sent = 0;
@@ -171,6 +175,8 @@ class Replicator {
 
   // This node's version vector, as last read or advanced.
   const store::VersionVector& versions() const { return held_; }
+  // The same on every node for the same vector.
+  static uint64_t Fingerprint(const store::VersionVector& v);
   // Each peer's vector, from its last digest: how far behind it is.
   const std::map<std::string, store::VersionVector, std::less<>>&
   peer_versions() const {
@@ -233,6 +239,8 @@ class Replicator {
   absl::Status ReloadVersions();
 
   void SendDigest(const std::string& peer, bool reply, absl::Time now);
+  // The periodic digest: the fingerprint of our vector only.
+  void SendFingerprint(const std::string& peer, absl::Time now);
   void StartStream(const std::string& peer, const store::VersionVector& theirs,
                    absl::Time now);
   void Pump(OutStream& s, absl::Time now);

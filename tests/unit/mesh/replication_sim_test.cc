@@ -773,5 +773,55 @@ TEST_CASE("a node restored from an older copy learns peers hold more of it") {
   CHECK(mesh.node(1).rep->stats().own_sequence_behind == 0);
 }
 
+TEST_CASE(
+    "at rest anti-entropy sends fingerprints; a mismatch starts a full one") {
+  Mesh mesh(Defaults(3, 23));
+  for (int i = 0; i < 4; ++i)
+    mesh.Write(i % 3, "kv", "k" + std::to_string(i), "1");
+  mesh.RunFor(absl::Seconds(10));
+  CheckConverged(mesh, 3);
+  uint64_t in_sync = 0;
+  for (int i = 0; i < 3; ++i)
+    in_sync += mesh.node(i).rep->stats().digests_in_sync;
+  mesh.RunFor(absl::Seconds(20));
+  uint64_t later = 0;
+  for (int i = 0; i < 3; ++i) {
+    later += mesh.node(i).rep->stats().digests_in_sync;
+    // A matching fingerprint records that the peer holds what we hold.
+    for (const auto& [peer, v] : mesh.node(i).rep->peer_versions()) {
+      CHECK(v == mesh.node(i).rep->versions());
+    }
+  }
+  // One fingerprint per node every 2 s, each found in sync.
+  CHECK(later - in_sync >= 25);
+
+  Replicator& rep = *mesh.node(0).rep;
+  rep.TakeOutbox();
+  v1::ReplicationMessage m;
+  m.mutable_digest()->set_by_fingerprint(true);
+  m.mutable_digest()->set_fingerprint(Replicator::Fingerprint(rep.versions()) ^
+                                      1);
+  REQUIRE(rep.HandleMessage("n01", m, mesh.clock().Now()).ok());
+  std::vector<Outbound> out = rep.TakeOutbox();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].to == "n01");
+  CHECK(out[0].message.digest().reply());
+  CHECK_FALSE(out[0].message.digest().by_fingerprint());
+  CHECK(out[0].message.digest().versions_size() == 3);
+  // A fingerprint with versions or a reply asked for is malformed.
+  m.mutable_digest()->set_reply(true);
+  absl::Status bad = rep.HandleMessage("n01", m, mesh.clock().Now());
+  CHECK(bad.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(bad.message() ==
+        "digest: a fingerprint comes without versions or reply");
+  CHECK(rep.TakeOutbox().empty());
+  // The fingerprint tells vectors apart, including by where names end.
+  CHECK(Replicator::Fingerprint({{"ab", 1}}) !=
+        Replicator::Fingerprint({{"a", 1}}));
+  CHECK(Replicator::Fingerprint({{"a", 1}, {"b", 2}}) !=
+        Replicator::Fingerprint({{"a", 2}, {"b", 1}}));
+  CHECK(Replicator::Fingerprint({}) != Replicator::Fingerprint({{"a", 0}}));
+}
+
 }  // namespace
 }  // namespace mycel::replication
