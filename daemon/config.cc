@@ -224,6 +224,7 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
                      config.membership_profile(), "\""));
   }
   RETURN_IF_ERROR(CertLifetime(config).status());
+  RETURN_IF_ERROR(TokenRetention(config).status());
   if (!config.cgroup_subtree().empty()) {
     absl::string_view sub = config.cgroup_subtree();
     bool ok = sub.front() != '/' && sub.back() != '/';
@@ -336,20 +337,35 @@ absl::StatusOr<DaemonFlags> ParseDaemonFlags(
   return flags;
 }
 
-absl::StatusOr<absl::Duration> CertLifetime(const DaemonConfig& config) {
-  const std::string& text =
-      config.cert_lifetime().empty()
-          ? DaemonDefault(DaemonConfig::kCertLifetimeFieldNumber)
-          : config.cert_lifetime();
+namespace {
+
+// A duration setting (field `number`, named `name`) or its default, within
+// [min, max]; INVALID_ARGUMENT naming the field otherwise.
+absl::StatusOr<absl::Duration> DurationSetting(
+    const std::string& value, int number, absl::string_view name,
+    absl::Duration min, absl::Duration max, absl::string_view range) {
+  const std::string& text = value.empty() ? DaemonDefault(number) : value;
   absl::Duration d;
-  if (!absl::ParseDuration(text, &d) || d < absl::Seconds(10) ||
-      d > absl::Hours(8760)) {
+  if (!absl::ParseDuration(text, &d) || d < min || d > max) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cert_lifetime: want a duration in "
-                     "10s..8760h such as 720h, got \"",
-                     text, "\""));
+        absl::StrCat(name, ": want a duration in ", range, " such as ",
+                     DaemonDefault(number), ", got \"", text, "\""));
   }
   return d;
+}
+
+}  // namespace
+
+absl::StatusOr<absl::Duration> CertLifetime(const DaemonConfig& config) {
+  return DurationSetting(
+      config.cert_lifetime(), DaemonConfig::kCertLifetimeFieldNumber,
+      "cert_lifetime", absl::Seconds(10), absl::Hours(8760), "10s..8760h");
+}
+
+absl::StatusOr<absl::Duration> TokenRetention(const DaemonConfig& config) {
+  return DurationSetting(
+      config.token_retention(), DaemonConfig::kTokenRetentionFieldNumber,
+      "token_retention", absl::ZeroDuration(), absl::Hours(8760), "0s..8760h");
 }
 
 std::string DaemonUsage() {

@@ -80,6 +80,10 @@ absl::Status ValidateConfig(const mycel::v1::DaemonConfig& config);
 absl::StatusOr<absl::Duration> CertLifetime(
     const mycel::v1::DaemonConfig& config);
 
+// token_retention as a duration, the same way, within 0s..8760h.
+absl::StatusOr<absl::Duration> TokenRetention(
+    const mycel::v1::DaemonConfig& config);
+
 // The --help text, built from DaemonSettings().
 std::string DaemonUsage();
 

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <future>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "daemon/config.h"
 #include "daemon/server/credentials.h"
@@ -657,6 +659,44 @@ void Daemon::PublishNodeStatus() {
   clock_.RunAfter(kNodeStatusInterval, [this] { PublishNodeStatus(); });
 }
 
+void Daemon::CollectExpiredTokens() {
+  absl::StatusOr<std::vector<std::string>> gone = mesh_->CollectExpiredTokens();
+  if (!gone.ok()) {
+    log::Warn("cannot delete expired join tokens", {{"error", gone.status()}});
+  } else if (!gone->empty()) {
+    log::Info("expired join tokens deleted",
+              {{"tokens", absl::StrJoin(*gone, ",")}});
+  }
+  // An authority also deletes their published copies (any authority's):
+  // a tombstone each, which replication carries to every node.
+  if (objects_ != nullptr && replication_.running() &&
+      mesh_->Status().authority) {
+    absl::StatusOr<std::vector<store::Object>> published =
+        objects_->List(identity::kTokensNamespace, "");
+    if (!published.ok()) {
+      log::Warn("cannot list published join tokens",
+                {{"error", published.status()}});
+    } else {
+      for (const store::Object& o : *published) {
+        v1::SignedJoinToken t;
+        if (!o.value.has_value() ||
+            !google::protobuf::util::JsonStringToMessage(*o.value, &t).ok() ||
+            !mesh_->TokenCollectable(absl::FromUnixMicros(t.expires_us()))) {
+          continue;
+        }
+        absl::Status s =
+            objects_->Write(identity::kTokensNamespace, o.key, std::nullopt)
+                .status();
+        if (!s.ok()) {
+          log::Warn("cannot delete a published join token",
+                    {{"token", o.key}, {"error", s}});
+        }
+      }
+    }
+  }
+  clock_.RunAfter(token_sweep_interval_, [this] { CollectExpiredTokens(); });
+}
+
 std::string Daemon::CgroupSubtree() const {
   return config_.cgroup_subtree().empty() ? std::string(kDefaultCgroupSubtree)
                                           : config_.cgroup_subtree();
@@ -694,13 +734,18 @@ absl::Status Daemon::Start() {
                                              config_.durability() == "full"}));
   RETURN_IF_ERROR(store_->RecordBoot(started_, MYCEL_VERSION, CurrentPid()));
   ASSIGN_OR_RETURN(absl::Duration node_validity, CertLifetime(config_));
-  ASSIGN_OR_RETURN(mesh_,
-                   identity::MeshNode::Open({.state_dir = config_.state_dir(),
-                                             .node_name = config_.node_name(),
-                                             .store = store_.get(),
-                                             .trust = &trust_,
-                                             .clock = &clock_,
-                                             .node_validity = node_validity}));
+  ASSIGN_OR_RETURN(absl::Duration token_retention, TokenRetention(config_));
+  ASSIGN_OR_RETURN(
+      mesh_, identity::MeshNode::Open({.state_dir = config_.state_dir(),
+                                       .node_name = config_.node_name(),
+                                       .store = store_.get(),
+                                       .trust = &trust_,
+                                       .clock = &clock_,
+                                       .node_validity = node_validity,
+                                       .token_retention = token_retention}));
+  token_sweep_interval_ =
+      std::clamp(token_retention / 4, absl::Seconds(1), absl::Minutes(5));
+  clock_.RunAfter(token_sweep_interval_, [this] { CollectExpiredTokens(); });
   // A revocation made here goes into the replicated store, which carries
   // it to every member, including those away now.
   mesh_->SetRevokedListener(

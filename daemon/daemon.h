@@ -129,6 +129,10 @@ class Daemon {
   // with the same uses and revocation already.
   void PublishToken(const std::string& id);
   void MergePublishedToken(const std::string& id, const std::string& value);
+  // Every token_sweep_interval_: deletes the join tokens expired for longer
+  // than --token-retention (MeshNode::CollectExpiredTokens) and, on an
+  // authority, their published copies.
+  void CollectExpiredTokens();
   void OnRemoteChange(const store::ObjectChange& change);
   std::string CgroupSubtree() const;
   void StartCells(const HostInfo& host);
@@ -181,6 +185,7 @@ class Daemon {
   bool tcp_serving_ = false;
   // The last node.status value written (event loop only).
   std::string published_status_;
+  absl::Duration token_sweep_interval_ = absl::Minutes(5);
   HostInfo host_;
   int schema_version_ = 0;
   std::string safe_mode_;

@@ -251,6 +251,11 @@ absl::StatusOr<std::vector<pki::StoredJoinToken>> MeshNode::ListTokens() {
   return store_.ListTokens();
 }
 
+absl::StatusOr<std::vector<std::string>> MeshNode::CollectExpiredTokens() {
+  return store_.DeleteTokensExpiredBefore(options_.clock->Now() -
+                                          options_.token_retention);
+}
+
 absl::StatusOr<pki::StoredJoinToken> MeshNode::GetToken(const std::string& id) {
   return store_.GetToken(id);
 }
@@ -355,6 +360,9 @@ absl::StatusOr<bool> MeshNode::MergeSignedToken(absl::string_view key,
   t.uses_left = in.uses_left();
   t.revoked = in.revoked();
   t.authority = in.authority();
+  // Collected here already (or about to be): a late copy does not bring
+  // it back.
+  if (TokenCollectable(t.expires)) return false;
   return store_.MergeToken(t);
 }
 

@@ -100,6 +100,9 @@ class MeshNode {
     const Clock* clock = nullptr;
     absl::Duration node_validity = pki::kDefaultNodeValidity;
     JoinLimiter::Options join_limits;
+    // How long an expired join token is kept (listed, and refused with
+    // "expired") before CollectExpiredTokens deletes it.
+    absl::Duration token_retention = absl::Hours(1);
   };
 
   // Loads the membership (if any) from the store and <state-dir>/mesh/,
@@ -137,6 +140,15 @@ class MeshNode {
   // NOT_FOUND "join token ID does not exist".
   absl::StatusOr<pki::StoredJoinToken> GetToken(const std::string& id);
   absl::Status RevokeToken(const std::string& id);
+  // Deletes the tokens that expired more than token_retention ago from
+  // this node's table; returns their ids (an authority then deletes their
+  // published copies). A copy that arrives later is not taken back in
+  // (MergeSignedToken).
+  absl::StatusOr<std::vector<std::string>> CollectExpiredTokens();
+  // Whether a token expiring at `expires` is past its retention now.
+  bool TokenCollectable(absl::Time expires) const {
+    return expires < options_.clock->Now() - options_.token_retention;
+  }
   // A new join token valid for `ttl` and `uses` joins, which admits
   // authorities when `authority`: its text (returned once, never stored)
   // and what is stored.

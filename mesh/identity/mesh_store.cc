@@ -123,6 +123,25 @@ absl::Status MeshStore::RevokeToken(const std::string& id) {
                          [&](Stmt& st) { st.Bind(1, id); });
 }
 
+absl::StatusOr<std::vector<std::string>> MeshStore::DeleteTokensExpiredBefore(
+    absl::Time before) {
+  std::vector<std::string> ids;
+  RETURN_IF_ERROR(
+      store_->InTransaction([&](store::Transaction& tx) -> absl::Status {
+        const int64_t us = absl::ToUnixMicros(before);
+        RETURN_IF_ERROR(tx.Query(
+            "SELECT id FROM join_tokens WHERE expires_us<? ORDER BY id",
+            [&](Stmt& st) { st.Bind(1, us); },
+            [&](const Stmt& st) {
+              ids.push_back(st.ColumnText(0));
+              return absl::OkStatus();
+            }));
+        return tx.Execute("DELETE FROM join_tokens WHERE expires_us<?",
+                          [&](Stmt& st) { st.Bind(1, us); });
+      }));
+  return ids;
+}
+
 absl::StatusOr<bool> MeshStore::MergeToken(const pki::StoredJoinToken& t) {
   bool changed = false;
   RETURN_IF_ERROR(store_->InTransaction([&](store::Transaction& tx)

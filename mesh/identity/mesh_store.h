@@ -57,6 +57,9 @@ class MeshStore {
   // UNAUTHENTICATED "join token ID: used up" when another join took the
   // last use since it was checked.
   absl::Status ConsumeToken(const std::string& id);
+  // Deletes every token that expired before `before`; returns their ids.
+  absl::StatusOr<std::vector<std::string>> DeleteTokensExpiredBefore(
+      absl::Time before);
 
   // Inserts or replaces the peer of that name.
   absl::Status PutPeer(const PeerRow& peer);

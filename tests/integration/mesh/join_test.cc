@@ -16,6 +16,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "daemon/store/objects.h"
+#include "daemon/store/store.h"
 #include "mesh/identity/peer_channels.h"
 #include "mycel/v1/mesh.grpc.pb.h"
 #include "mycel/v1/node.grpc.pb.h"
@@ -503,6 +505,51 @@ TEST_CASE(
                  "SELECT count(*) FROM changes WHERE value LIKE "
                  "'%secret_hash%'") == "0");
   CHECK(QueryOne(b, "SELECT count(*) FROM changes") != "0");
+}
+
+TEST_CASE(
+    "expired join tokens are deleted everywhere after --token-retention, "
+    "with a tombstone for the published copy") {
+  Node a({"--node-name", "a", "--token-retention", "0s"});
+  Node b({"--node-name", "b", "--token-retention", "0s"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  REQUIRE(Join(b, a, Token(a)).exit_code == 0);
+  // Listed on both while it lives (b merges a's published copy).
+  const std::string brief = TokenId(Token(a, {"--ttl", "4s"}));
+  const std::string lasting = TokenId(Token(a, {"--ttl", "1h"}));
+  CHECK(Eventually(
+      [&] {
+        return Contains(b.Local({"mesh", "token", "ls"}).out, brief);
+      },
+      absl::Seconds(3)));
+  // Expired with no retention: each node's sweep (every second here)
+  // deletes it; the lasting one stays.
+  auto gone = [&](const Node& n) {
+    CommandResult ls = n.Local({"mesh", "token", "ls"});
+    return ls.exit_code == 0 && !Contains(ls.out, brief) &&
+           Contains(ls.out, lasting);
+  };
+  CHECK(Eventually([&] { return gone(a); }, absl::Seconds(15)));
+  CHECK(Eventually([&] { return gone(b); }, absl::Seconds(15)));
+  // The authority deleted the published copy: b holds a tombstone for it
+  // (read from its database once it stopped), and the live copy of the
+  // other token.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  REQUIRE(b.daemon.Signal(SIGTERM) == 0);
+  auto db = store::Store::Open(b.daemon.state_dir() + "/mycel.db");
+  REQUIRE_MESSAGE(db.ok(), db.status().ToString());
+  store::ObjectStore objects(db->get());
+  absl::StatusOr<std::vector<store::Object>> rows = objects.Dump();
+  REQUIRE(rows.ok());
+  int tombstones = 0, live = 0;
+  for (const store::Object& o : *rows) {
+    if (o.ns != "mesh.tokens") continue;
+    if (o.key == brief && !o.value.has_value()) ++tombstones;
+    if (o.key == lasting && o.value.has_value()) ++live;
+  }
+  CHECK(tombstones == 1);
+  CHECK(live == 1);
 }
 
 }  // namespace

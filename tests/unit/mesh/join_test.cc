@@ -35,7 +35,8 @@ ManualClock& Clock() {
 struct TestNode {
   explicit TestNode(std::string name,
                     absl::Duration validity = pki::kDefaultNodeValidity,
-                    JoinLimiter::Options limits = {})
+                    JoinLimiter::Options limits = {},
+                    absl::Duration token_retention = absl::Hours(1))
       : name(std::move(name)) {
     store = *store::Store::Open(dir.Sub("mycel.db"));
     node = *MeshNode::Open({.state_dir = dir.path(),
@@ -44,7 +45,8 @@ struct TestNode {
                             .trust = &trust,
                             .clock = &Clock(),
                             .node_validity = validity,
-                            .join_limits = limits});
+                            .join_limits = limits,
+                            .token_retention = token_retention});
   }
   // Reopens the node from its directory and database, as a restart does.
   void Restart() {
@@ -534,6 +536,52 @@ TEST_CASE("cert_lifetime: parsed, bounded, named in errors") {
     absl::Status s = CertLifetime(config).status();
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
     CHECK(s.message().find("cert_lifetime") != absl::string_view::npos);
+  }
+}
+
+TEST_CASE("expired join tokens are deleted after their retention, for good") {
+  TestNode a("a", pki::kDefaultNodeValidity, {}, absl::Seconds(2));
+  TestNode b("b");
+  REQUIRE(a.node->Init("test", "admin").ok());
+  REQUIRE(Join(a, b, true, true).ok());
+  auto brief = *a.node->CreateToken(absl::Seconds(1), 1, false);
+  auto lasting = *a.node->CreateToken(absl::Hours(1), 1, false);
+  const std::string signed_copy = *a.node->SignedToken(brief.second.id);
+  const size_t before = a.node->ListTokens()->size();
+  // Expired, but within its retention: still listed.
+  Clock().Advance(absl::Seconds(2));
+  CHECK(a.node->CollectExpiredTokens()->empty());
+  CHECK(a.node->GetToken(brief.second.id).ok());
+  // Past it: deleted, and only it.
+  Clock().Advance(absl::Seconds(2));
+  CHECK(*a.node->CollectExpiredTokens() ==
+        std::vector<std::string>{brief.second.id});
+  CHECK(a.node->GetToken(brief.second.id).status().code() ==
+        absl::StatusCode::kNotFound);
+  CHECK(a.node->GetToken(lasting.second.id).ok());
+  CHECK(a.node->ListTokens()->size() == before - 1);
+  CHECK(a.node->CollectExpiredTokens()->empty());
+  // A copy published before, arriving late, does not bring it back.
+  CHECK_FALSE(*a.node->MergeSignedToken(brief.second.id, signed_copy));
+  CHECK(a.node->GetToken(brief.second.id).status().code() ==
+        absl::StatusCode::kNotFound);
+  // b keeps the default retention (1 h): the same copy is still taken in.
+  CHECK(*b.node->MergeSignedToken(brief.second.id, signed_copy));
+}
+
+TEST_CASE("token_retention: parsed, bounded, named in errors") {
+  mycel::v1::DaemonConfig config;
+  CHECK(*TokenRetention(config) == absl::Hours(1));
+  config.set_token_retention("0s");
+  CHECK(*TokenRetention(config) == absl::ZeroDuration());
+  for (const char* bad : {"9000h", "later", "-1s"}) {
+    config.set_token_retention(bad);
+    absl::Status s = TokenRetention(config).status();
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(s.message() ==
+          absl::StrCat("token_retention: want a duration in 0s..8760h such "
+                       "as 1h, got \"",
+                       bad, "\""));
   }
 }
 
