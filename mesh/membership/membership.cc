@@ -112,6 +112,8 @@ absl::Status Membership::Init(MembershipOptions options, absl::Time now) {
     }
     const uint64_t inc = std::max(s.incarnation, s.record->incarnation);
     Member& m = members_[AddMember(std::move(s.record), state, inc, now_us)];
+    // From before the restart: not news to push whole (Summarize).
+    m.record_since_us = INT64_MIN / 4;
     if (s.state_since != absl::InfinitePast()) {
       m.state_since_us = Us(s.state_since);
     }
@@ -152,7 +154,7 @@ uint32_t Membership::AddMember(AliveRef record, MemberState state,
                                uint64_t incarnation, int64_t now_us) {
   const uint32_t idx = static_cast<uint32_t>(members_.size());
   members_.push_back(
-      Member{std::move(record), incarnation, now_us, INT64_MIN, state});
+      Member{std::move(record), incarnation, now_us, INT64_MIN, state, now_us});
   index_.insert(idx);
   ++count_[StateIndex(state)];
   if (idx != 0) {
@@ -246,12 +248,17 @@ void Membership::Broadcast(absl::string_view name, Update update, bool join) {
                    join);
 }
 
+void Membership::SetRecord(Member& m, AliveRef record) {
+  m.record = std::move(record);
+  m.record_since_us = now_us_;
+}
+
 void Membership::Refute(uint64_t accused_incarnation) {
   Member& self = members_[0];
   const uint64_t inc = std::max(self.incarnation + 1, accused_incarnation + 1);
   absl::StatusOr<AliveRef> record = SignSelf(inc, false);
   if (!record.ok()) return;
-  self.record = *record;
+  SetRecord(self, *record);
   self.incarnation = inc;
   // Being suspected is a hint that we are the slow one (Lifeguard).
   awareness_.ApplyDelta(1);
@@ -291,7 +298,7 @@ void Membership::HandleAlive(const AliveRef& ref, int64_t now_us) {
     const MemberState old = m.state;
     const bool meta_changed = !(m.record->meta == a.meta);
     suspicions_.erase(a.name);
-    m.record = ref;
+    SetRecord(m, ref);
     m.incarnation = a.incarnation;
     SetState(*idx, state, now_us);
     if (state == MemberState::kLeft) {
@@ -451,6 +458,7 @@ absl::Status Membership::HandleBytes(absl::string_view authenticated_peer,
 
 absl::Status Membership::HandleChecked(absl::string_view peer,
                                        const Message& message, int64_t now_us) {
+  now_us_ = now_us;
   ++stats_.messages_received;
   if (absl::Status s = ValidateMessage(message); !s.ok()) {
     ++stats_.rejected_malformed;
@@ -644,6 +652,7 @@ absl::Time Membership::NextDeadline() const { return Earliest(nullptr); }
 
 void Membership::Tick(absl::Time now) {
   const int64_t now_us = Us(now);
+  now_us_ = now_us;
   for (;;) {
     Due due;
     const absl::Time t = Earliest(&due);
@@ -1048,20 +1057,35 @@ std::vector<MemberDigest> Membership::Records(
   return out;
 }
 
-std::vector<MemberSummary> Membership::Summaries() const {
-  std::vector<MemberSummary> out;
-  out.reserve(members_.size());
+void Membership::Summarize(PushPull* pp) const {
+  pp->summaries.reserve(members_.size());
+  // A record that changed lately (a refutation, above all) goes whole: a
+  // member that still suspects or holds dead the older one learns it from
+  // this one message, not from a fill two messages later, which under loss
+  // can come after its suspicion timed out. "Lately": as long as anyone
+  // can still be suspecting on the old incarnation.
+  const int64_t fresh_us =
+      DurUs(config_.suspicion_max_timeout_mult *
+            SuspicionTimeout(config_.suspicion_mult, NumActive(),
+                             config_.probe_interval));
   const size_t budget = config_.max_message_bytes - kPushPullOverhead;
   size_t used = 0;
   ForEachInSyncOrder([&](const Member& m) {
+    if (now_us_ - m.record_since_us <= fresh_us) {
+      MemberDigest d{m.record, m.state, m.incarnation};
+      const size_t size = MemberDigestEncodedSize(d);
+      if (used + size > budget) return;
+      used += size;
+      pp->members.push_back(std::move(d));
+      return;
+    }
     MemberSummary x{m.record->name, m.record->incarnation, m.state,
                     m.incarnation};
     const size_t size = MemberSummaryEncodedSize(x);
     if (used + size > budget) return;
     used += size;
-    out.push_back(std::move(x));
+    pp->summaries.push_back(std::move(x));
   });
-  return out;
 }
 
 void Membership::SendPushPull(std::string to, std::string address, uint64_t seq,
@@ -1074,7 +1098,7 @@ void Membership::SendPushPull(std::string to, std::string address, uint64_t seq,
   if (join) {
     pp.members = Records(nullptr, nullptr);
   } else {
-    pp.summaries = Summaries();
+    Summarize(&pp);
   }
   msg.body = std::move(pp);
   ++stats_.push_pulls_sent;
@@ -1106,8 +1130,9 @@ absl::Status Membership::Leave(absl::Time now) {
   const int64_t now_us = Us(now);
   left_ = true;
   probe_.reset();
+  now_us_ = now_us;
   Member& self = members_[0];
-  self.record = record;
+  SetRecord(self, record);
   self.incarnation = record->incarnation;
   SetState(0, MemberState::kLeft, now_us);
   Emit(MemberEventKind::kLeft, self, now_us);
@@ -1129,8 +1154,9 @@ absl::Status Membership::UpdateMeta(NodeMeta meta, absl::Time now) {
     meta_ = std::move(old);
     return record.status();
   }
+  now_us_ = Us(now);
   Member& self = members_[0];
-  self.record = *record;
+  SetRecord(self, *record);
   self.incarnation = (*record)->incarnation;
   Emit(MemberEventKind::kUpdated, self, Us(now));
   Broadcast(name_, *std::move(record));

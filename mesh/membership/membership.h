@@ -206,6 +206,8 @@ class Membership {
     int64_t state_since_us = 0;
     int64_t last_heard_us = INT64_MIN;
     MemberState state = MemberState::kAlive;
+    // When `record` last changed (a new incarnation, a refutation).
+    int64_t record_since_us = 0;
   };
 
   // The name index holds member positions and hashes the names they point
@@ -295,6 +297,8 @@ class Membership {
   void HandleSuspect(const Suspect& s, int64_t now_us);
   void HandleDead(const Dead& d, int64_t now_us);
   void MergeState(const std::vector<MemberDigest>& members, int64_t now_us);
+  // Replaces a member's record, noting when.
+  void SetRecord(Member& m, AliveRef record);
   // Applies a push-pull request's summaries as MergeState would, and adds
   // to `want` the members whose records we lack or hold older.
   void MergeSummaries(absl::string_view peer,
@@ -347,7 +351,9 @@ class Membership {
   // those that are news to `request`'s sender; or those named in `names`.
   std::vector<MemberDigest> Records(
       const PushPull* request, const std::vector<std::string>* names) const;
-  std::vector<MemberSummary> Summaries() const;
+  // A push-pull request's view of our members: summaries, and whole
+  // records for those that changed lately.
+  void Summarize(PushPull* pp) const;
   // A push-pull request (a join carries full records).
   void SendPushPull(std::string to, std::string address, uint64_t seq,
                     bool join);
@@ -391,6 +397,8 @@ class Membership {
   absl::Time next_maintenance_;
 
   bool left_ = false;
+  // The time of the call being handled (HandleMessage, Tick, ...).
+  int64_t now_us_ = 0;
   std::vector<Outbound> outbox_;
   std::vector<MemberEvent> events_;
   MembershipStats stats_;
