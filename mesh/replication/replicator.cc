@@ -241,19 +241,24 @@ absl::Status Replicator::HandleDigest(absl::string_view peer,
                                       const v1::ReplicationDigest& digest,
                                       absl::Time now) {
   if (digest.by_fingerprint()) {
-    if (digest.versions_size() > 0 || digest.reply()) {
+    if (digest.versions_size() > 0) {
       ++stats_.malformed;
       return absl::InvalidArgumentError(
-          "digest: a fingerprint comes without versions or reply");
+          "digest: a fingerprint comes without versions");
     }
     const std::string p(peer);
     if (digest.fingerprint() == Fingerprint(held_)) {
-      // It holds what we hold.
+      // It holds what we hold; asked, we say the same back, so that its
+      // view of us (how far behind we are) is as fresh as ours of it.
       ++stats_.digests_in_sync;
       peer_versions_[p] = held_;
+      if (digest.reply()) SendFingerprint(p, now, /*reply=*/false);
       return absl::OkStatus();
     }
-    SendDigest(p, /*reply=*/true, now);
+    // Different: the full exchange, started by us. (An answer that differs
+    // means a change arrived in between; pushes and the next round see to
+    // it.)
+    if (digest.reply()) SendDigest(p, /*reply=*/true, now);
     return absl::OkStatus();
   }
   absl::StatusOr<store::VersionVector> theirs = FromProto(digest.versions());
@@ -295,10 +300,12 @@ uint64_t Replicator::Fingerprint(const store::VersionVector& v) {
   return h;
 }
 
-void Replicator::SendFingerprint(const std::string& peer, absl::Time now) {
+void Replicator::SendFingerprint(const std::string& peer, absl::Time now,
+                                 bool reply) {
   v1::ReplicationMessage m;
   m.mutable_digest()->set_fingerprint(Fingerprint(held_));
   m.mutable_digest()->set_by_fingerprint(true);
+  m.mutable_digest()->set_reply(reply);
   last_digest_to_[peer] = now;
   ++stats_.digests_sent;
   Send(peer, std::move(m));
@@ -512,7 +519,7 @@ void Replicator::Tick(absl::Time now) {
   if (now >= next_anti_entropy_) {
     next_anti_entropy_ = now + options_.anti_entropy_interval;
     std::vector<std::string> peer = RandomPeers(1, "", "");
-    if (!peer.empty()) SendFingerprint(peer[0], now);
+    if (!peer.empty()) SendFingerprint(peer[0], now, /*reply=*/true);
   }
   if (now >= next_gc_) {
     next_gc_ = now + options_.gc_interval;

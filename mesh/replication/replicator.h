@@ -24,8 +24,10 @@
 // seen it passes it on to `fanout` more with one hop less, so each change
 // is gossiped a bounded number of times. Anti-entropy: every
 // `anti_entropy_interval`, the fingerprint of this node's version vector
-// goes to one random peer; a peer whose vector has another fingerprint
-// starts the exchange: a digest (its version vector), answered with ours;
+// goes to one random peer, which answers with its own when they match (so
+// that each knows the other holds the same); a peer whose vector has
+// another fingerprint starts the exchange: a digest (its version vector),
+// answered with ours;
 // each side then streams to the other only the changes it lacks, in chunks of
 // at most `max_chunk_bytes`, at most `window` unacknowledged per stream
 // (backpressure) and at most `max_streams` streams at once. A peer behind the
@@ -239,8 +241,9 @@ class Replicator {
   absl::Status ReloadVersions();
 
   void SendDigest(const std::string& peer, bool reply, absl::Time now);
-  // The periodic digest: the fingerprint of our vector only.
-  void SendFingerprint(const std::string& peer, absl::Time now);
+  // The periodic digest: the fingerprint of our vector only; `reply` asks
+  // the peer for its own when they match.
+  void SendFingerprint(const std::string& peer, absl::Time now, bool reply);
   void StartStream(const std::string& peer, const store::VersionVector& theirs,
                    absl::Time now);
   void Pump(OutStream& s, absl::Time now);

@@ -787,33 +787,50 @@ TEST_CASE(
   uint64_t later = 0;
   for (int i = 0; i < 3; ++i) {
     later += mesh.node(i).rep->stats().digests_in_sync;
-    // A matching fingerprint records that the peer holds what we hold.
+    // A matching fingerprint, and its answer, record that the peer holds
+    // what we hold: every node's view of every other is current.
+    CHECK(mesh.node(i).rep->peer_versions().size() == 2);
     for (const auto& [peer, v] : mesh.node(i).rep->peer_versions()) {
       CHECK(v == mesh.node(i).rep->versions());
     }
   }
-  // One fingerprint per node every 2 s, each found in sync.
-  CHECK(later - in_sync >= 25);
+  // One fingerprint per node every 2 s, each found in sync, and answered.
+  CHECK(later - in_sync >= 50);
 
   Replicator& rep = *mesh.node(0).rep;
   rep.TakeOutbox();
+  const uint64_t ours = Replicator::Fingerprint(rep.versions());
   v1::ReplicationMessage m;
   m.mutable_digest()->set_by_fingerprint(true);
-  m.mutable_digest()->set_fingerprint(Replicator::Fingerprint(rep.versions()) ^
-                                      1);
+  // A matching fingerprint that asks for an answer gets ours back, which
+  // asks for none; an answer gets nothing.
+  m.mutable_digest()->set_fingerprint(ours);
+  m.mutable_digest()->set_reply(true);
   REQUIRE(rep.HandleMessage("n01", m, mesh.clock().Now()).ok());
   std::vector<Outbound> out = rep.TakeOutbox();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].to == "n01");
+  CHECK(out[0].message.digest().by_fingerprint());
+  CHECK(out[0].message.digest().fingerprint() == ours);
+  CHECK_FALSE(out[0].message.digest().reply());
+  m.mutable_digest()->set_reply(false);
+  REQUIRE(rep.HandleMessage("n01", m, mesh.clock().Now()).ok());
+  CHECK(rep.TakeOutbox().empty());
+  // One that differs starts the full exchange.
+  m.mutable_digest()->set_fingerprint(ours ^ 1);
+  m.mutable_digest()->set_reply(true);
+  REQUIRE(rep.HandleMessage("n01", m, mesh.clock().Now()).ok());
+  out = rep.TakeOutbox();
   REQUIRE(out.size() == 1);
   CHECK(out[0].to == "n01");
   CHECK(out[0].message.digest().reply());
   CHECK_FALSE(out[0].message.digest().by_fingerprint());
   CHECK(out[0].message.digest().versions_size() == 3);
-  // A fingerprint with versions or a reply asked for is malformed.
-  m.mutable_digest()->set_reply(true);
+  // A fingerprint with versions is malformed.
+  m.mutable_digest()->add_versions()->set_origin("n01");
   absl::Status bad = rep.HandleMessage("n01", m, mesh.clock().Now());
   CHECK(bad.code() == absl::StatusCode::kInvalidArgument);
-  CHECK(bad.message() ==
-        "digest: a fingerprint comes without versions or reply");
+  CHECK(bad.message() == "digest: a fingerprint comes without versions");
   CHECK(rep.TakeOutbox().empty());
   // The fingerprint tells vectors apart, including by where names end.
   CHECK(Replicator::Fingerprint({{"ab", 1}}) !=
