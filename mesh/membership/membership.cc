@@ -315,11 +315,15 @@ void Membership::HandleAlive(const AliveRef& ref, int64_t now_us) {
   Broadcast(a.name, ref, joined);
 }
 
+bool Membership::AheadOfRecord(const Member& m, uint64_t incarnation) {
+  return incarnation > m.record->incarnation;
+}
+
 void Membership::HandleSuspect(const Suspect& s, int64_t now_us) {
   std::optional<uint32_t> idx = IndexOf(s.name);
   if (!idx) return;
   Member& m = members_[*idx];
-  if (s.incarnation < m.incarnation) {
+  if (s.incarnation < m.incarnation || AheadOfRecord(m, s.incarnation)) {
     ++stats_.stale_updates;
     return;
   }
@@ -358,6 +362,10 @@ void Membership::HandleDead(const Dead& d, int64_t now_us) {
   std::optional<uint32_t> idx = IndexOf(d.name);
   if (!idx) return;
   Member& m = members_[*idx];
+  if (AheadOfRecord(m, d.incarnation)) {
+    ++stats_.stale_updates;
+    return;
+  }
   if (d.incarnation < m.incarnation) {
     ++stats_.stale_updates;
     // Someone declared an older incarnation dead: it missed the refutation
@@ -401,10 +409,11 @@ void Membership::MergeState(const std::vector<MemberDigest>& members,
       case MemberState::kDead:
         if (!idx && d.state == MemberState::kDead) {
           // A member we never knew, already dead: keep it as dead, so that
-          // its address is retried when a partition heals.
+          // its address is retried when a partition heals; at its record's
+          // incarnation (the state's is not signed: AheadOfRecord).
           if (!d.alive->leaving && VerifyAlive(*d.alive)) {
-            const uint32_t i =
-                AddMember(d.alive, MemberState::kDead, d.incarnation, now_us);
+            const uint32_t i = AddMember(d.alive, MemberState::kDead,
+                                         d.alive->incarnation, now_us);
             Emit(MemberEventKind::kFailed, members_[i], now_us);
           }
           break;

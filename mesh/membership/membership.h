@@ -294,6 +294,13 @@ class Membership {
 
   // Updates.
   void HandleAlive(const AliveRef& alive, int64_t now_us);
+  // Suspect and dead notices (and push-pull states) are not signed, so one
+  // may not name an incarnation beyond the member's signed record that we
+  // hold: an honest accuser accuses the incarnation it has seen signed, and
+  // a forged 2^64-1 would leave the member no incarnation to refute with.
+  // Such a notice is dropped (counted as stale); the record it would need
+  // arrives by gossip, and the accusation again after it.
+  static bool AheadOfRecord(const Member& m, uint64_t incarnation);
   void HandleSuspect(const Suspect& s, int64_t now_us);
   void HandleDead(const Dead& d, int64_t now_us);
   void MergeState(const std::vector<MemberDigest>& members, int64_t now_us);

@@ -182,11 +182,8 @@ absl::Status Replicator::Receive(absl::string_view peer,
         ++stats_.changes_buffered;
       }
     }
-    auto last = last_digest_to_.find(peer);
-    if (last == last_digest_to_.end() ||
-        now - last->second >= options_.min_digest_gap) {
+    if (DigestDue(peer, now))
       SendDigest(std::string(peer), /*reply=*/true, now);
-    }
     return absl::OkStatus();
   }
   absl::Status s = ApplyOne(peer, change);
@@ -255,10 +252,14 @@ absl::Status Replicator::HandleDigest(absl::string_view peer,
       if (digest.reply()) SendFingerprint(p, now, /*reply=*/false);
       return absl::OkStatus();
     }
-    // Different: the full exchange, started by us. (An answer that differs
+    // Different: the full exchange, started by us, at most once per
+    // min_digest_gap per peer (8 bytes asking for a whole vector must not
+    // become a way to make us send vectors at will). An answer that differs
     // means a change arrived in between; pushes and the next round see to
-    // it.)
-    if (digest.reply()) SendDigest(p, /*reply=*/true, now);
+    // it.
+    if (digest.reply() && DigestDue(p, now)) {
+      SendDigest(p, /*reply=*/true, now);
+    }
     return absl::OkStatus();
   }
   absl::StatusOr<store::VersionVector> theirs = FromProto(digest.versions());
@@ -306,9 +307,14 @@ void Replicator::SendFingerprint(const std::string& peer, absl::Time now,
   m.mutable_digest()->set_fingerprint(Fingerprint(held_));
   m.mutable_digest()->set_by_fingerprint(true);
   m.mutable_digest()->set_reply(reply);
-  last_digest_to_[peer] = now;
   ++stats_.digests_sent;
   Send(peer, std::move(m));
+}
+
+bool Replicator::DigestDue(absl::string_view peer, absl::Time now) const {
+  auto last = last_digest_to_.find(peer);
+  return last == last_digest_to_.end() ||
+         now - last->second >= options_.min_digest_gap;
 }
 
 void Replicator::SendDigest(const std::string& peer, bool reply,

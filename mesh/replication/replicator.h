@@ -78,7 +78,8 @@ struct ReplicatorOptions {
   // anti-entropy). 0: always gossip.
   size_t direct_push_max = 64;
   absl::Duration anti_entropy_interval = absl::Seconds(2);
-  // After a gap, the soonest another digest goes to the same peer.
+  // After a gap, or a fingerprint that differs from ours, the soonest
+  // another digest (with our vector) goes to the same peer.
   absl::Duration min_digest_gap = absl::Milliseconds(500);
   // A stream's chunk budget, its window of unacknowledged chunks, and how
   // many outgoing streams run at once.
@@ -244,6 +245,9 @@ class Replicator {
   // The periodic digest: the fingerprint of our vector only; `reply` asks
   // the peer for its own when they match.
   void SendFingerprint(const std::string& peer, absl::Time now, bool reply);
+  // Whether a digest with our vector may go to `peer` now: none went to it
+  // within min_digest_gap.
+  bool DigestDue(absl::string_view peer, absl::Time now) const;
   void StartStream(const std::string& peer, const store::VersionVector& theirs,
                    absl::Time now);
   void Pump(OutStream& s, absl::Time now);

@@ -424,12 +424,64 @@ TEST_CASE(
   CHECK(HasEvent(a->TakeEvents(), MemberEventKind::kRecovered, "b"));
 }
 
+TEST_CASE(
+    "a notice cannot name an incarnation beyond the signed record: a forged "
+    "2^64-1 leaves no member unable to refute") {
+  Fixture f;
+  constexpr uint64_t kTop = UINT64_MAX;
+  // c, a member, accuses b at the top incarnation, in each unsigned form:
+  // a suspect notice, a dead notice, a push-pull summary and a push-pull
+  // state beside b's own (signed, incarnation 100) record.
+  std::unique_ptr<Membership> a = f.Node("a", {"b", "c"});
+  REQUIRE(
+      a->HandleMessage(
+           "c", From("c", std::monostate(), {Suspect{"b", kTop, "c"}}), f.now)
+          .ok());
+  REQUIRE(a->HandleMessage(
+               "c", From("c", std::monostate(), {Dead{"b", kTop, "c"}}), f.now)
+              .ok());
+  PushPull summary{1};
+  summary.summaries = {MemberSummary{"b", 100, MemberState::kDead, kTop}};
+  REQUIRE(a->HandleMessage("c", From("c", summary), f.now).ok());
+  PushPull state{2,
+                 false,
+                 false,
+                 {MemberDigest{f.Record("b", 100), MemberState::kDead, kTop}}};
+  REQUIRE(a->HandleMessage("c", From("c", state), f.now).ok());
+  CHECK(a->StateOf("b") == MemberState::kAlive);
+  CHECK(a->Find("b")->incarnation == 100);
+  // A member a never knew, reported dead at the top incarnation, is kept
+  // dead at its record's incarnation, so that it can come back.
+  PushPull unknown{
+      3,
+      false,
+      false,
+      {MemberDigest{f.Record("d", 100), MemberState::kDead, kTop}}};
+  REQUIRE(a->HandleMessage("c", From("c", unknown), f.now).ok());
+  REQUIRE(a->StateOf("d") == MemberState::kDead);
+  CHECK(a->Find("d")->incarnation == 100);
+  REQUIRE(a->HandleMessage(
+               "d", From("d", std::monostate(), {f.Record("d", 101)}), f.now)
+              .ok());
+  CHECK(a->StateOf("d") == MemberState::kAlive);
+  // b, told so about itself, does not refute past the top (which would
+  // wrap to 0): its incarnation stays where it was.
+  std::unique_ptr<Membership> b = f.Node("b", {"a", "c"});
+  REQUIRE(
+      b->HandleMessage(
+           "c", From("c", std::monostate(), {Suspect{"b", kTop, "c"}}), f.now)
+          .ok());
+  CHECK(b->incarnation() == 100);
+  CHECK(b->StateOf("b") == MemberState::kAlive);
+  CHECK(a->stats().stale_updates + b->stats().stale_updates >= 5);
+}
+
 TEST_CASE("a node told it is dead refutes with a higher incarnation") {
   Fixture f;
   std::unique_ptr<Membership> b = f.Node("b", {"a"});
   (void)b->HandleMessage(
-      "a", From("a", std::monostate(), {Dead{"b", 150, "a"}}), f.now);
-  CHECK(b->incarnation() == 151);
+      "a", From("a", std::monostate(), {Dead{"b", 100, "a"}}), f.now);
+  CHECK(b->incarnation() == 101);
   CHECK(b->stats().refutations == 1);
   CHECK(b->StateOf("b") == MemberState::kAlive);
 }

@@ -826,6 +826,16 @@ TEST_CASE(
   CHECK(out[0].message.digest().reply());
   CHECK_FALSE(out[0].message.digest().by_fingerprint());
   CHECK(out[0].message.digest().versions_size() == 3);
+  // A flood of differing fingerprints from one peer gets one vector per
+  // min_digest_gap (500 ms), not one each.
+  for (int i = 0; i < 100; ++i) {
+    REQUIRE(rep.HandleMessage("n01", m, mesh.clock().Now()).ok());
+  }
+  CHECK(rep.TakeOutbox().empty());
+  REQUIRE(
+      rep.HandleMessage("n01", m, mesh.clock().Now() + absl::Milliseconds(500))
+          .ok());
+  CHECK(rep.TakeOutbox().size() == 1);
   // A fingerprint with versions is malformed.
   m.mutable_digest()->add_versions()->set_origin("n01");
   absl::Status bad = rep.HandleMessage("n01", m, mesh.clock().Now());
