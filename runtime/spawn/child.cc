@@ -179,9 +179,17 @@ absl::StatusOr<ExitStatus> ReapedExitStatus(int pidfd) {
   constexpr uint64_t kPidfdInfoExit = uint64_t{1} << 3;
   constexpr unsigned long kPidfdGetInfo = _IOWR(0xFF, 11, PidfdInfo);
   PidfdInfo info;
-  memset(&info, 0, sizeof(info));
-  info.mask = kPidfdInfoExit;
-  if (ioctl(pidfd, kPidfdGetInfo, &info) != 0) {
+  int rc = -1;
+  // The kernel reads the exit record before it looks the task up; a reap
+  // that falls between the two reads as ESRCH although the record exists
+  // by then. Asking again tells that race from a kernel that keeps none.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    memset(&info, 0, sizeof(info));
+    info.mask = kPidfdInfoExit;
+    rc = ioctl(pidfd, kPidfdGetInfo, &info);
+    if (rc == 0 || errno != ESRCH) break;
+  }
+  if (rc != 0) {
     // ENOTTY/EINVAL: no PIDFD_GET_INFO; ESRCH: reaped, and a kernel before
     // 6.15 kept nothing of it.
     if (errno == ENOTTY || errno == EINVAL || errno == ESRCH) {

@@ -412,6 +412,43 @@ TEST_CASE("ReapedExitStatus: unavailable until reaped, then the status") {
   REQUIRE(running->Wait().ok());
 }
 
+TEST_CASE("ReapedExitStatus read while another thread reaps the process") {
+  if (!KernelKeepsExitStatus()) {
+    MESSAGE("skipped: this kernel keeps no exit status for pidfds (< 6.15)");
+    return;
+  }
+  // The kernel reads a pidfd's exit record before it looks the task up: a
+  // reap between the two used to read as "no exit status kept", and an
+  // adopted executable's end as unknown. Every read must be UNAVAILABLE (not
+  // reaped yet) or the status.
+  int unexpected = 0;
+  std::string first_unexpected;
+  for (int round = 0; round < 300; ++round) {
+    auto child = Spawn(ShellRequest("exit 3"));
+    REQUIRE(child.ok());
+    pollfd exited_fd = {child->pidfd(), POLLIN, 0};
+    REQUIRE(poll(&exited_fd, 1, 10000) == 1);
+    std::atomic<bool> go{false};
+    std::thread reaper([&] {
+      while (!go.load()) {
+      }
+      REQUIRE(child->Wait().ok());
+    });
+    go.store(true);
+    for (;;) {
+      absl::StatusOr<ExitStatus> s = ReapedExitStatus(child->pidfd());
+      if (absl::IsUnavailable(s.status())) continue;
+      if (!s.ok() || !s->exited || s->code != 3) {
+        if (unexpected++ == 0) first_unexpected = s.status().ToString();
+      }
+      break;
+    }
+    reaper.join();
+  }
+  CAPTURE(first_unexpected);
+  CHECK(unexpected == 0);
+}
+
 TEST_CASE("malformed requests are INVALID_ARGUMENT naming the field") {
   auto relative = Spawn(Command({"true"}));
   REQUIRE_FALSE(relative.ok());
