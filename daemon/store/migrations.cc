@@ -193,6 +193,22 @@ WHEN old.namespace = 'kv' AND old.value IS NULL BEGIN
   DELETE FROM kv_changes WHERE key = old.key;
 END;
 )sql"},
+    {10, R"sql(
+-- Each change carries its origin's signature over ChangeSigningBytes
+-- (daemon/store/store.h), in the log and on the object row it wrote, so
+-- that a relay or a snapshot can prove who made it. NULL: written before
+-- the origin had a mesh key.
+ALTER TABLE change_log ADD COLUMN signature BLOB;
+ALTER TABLE objects ADD COLUMN signature BLOB;
+-- Signing an old row is not a change of its key: the kv stream ignores it.
+DROP TRIGGER kv_changes_update;
+CREATE TRIGGER kv_changes_update
+AFTER UPDATE OF namespace, key, value, origin, seq, hlc ON objects
+WHEN new.namespace = 'kv' BEGIN
+  DELETE FROM kv_changes WHERE key = new.key;
+  INSERT INTO kv_changes(key) VALUES (new.key);
+END;
+)sql"},
 };
 
 }  // namespace

@@ -16,7 +16,8 @@ constexpr absl::string_view kNodeOwnedPrefix = "node.";
 constexpr size_t kMaxNamespaceBytes = 63;
 
 constexpr char kSelectRow[] =
-    "SELECT namespace, key, value, origin, seq, hlc, owner FROM objects ";
+    "SELECT namespace, key, value, origin, seq, hlc, owner, signature FROM "
+    "objects ";
 
 Object ReadRow(const Stmt& st) {
   Object o;
@@ -27,6 +28,7 @@ Object ReadRow(const Stmt& st) {
   o.stamp.seq = st.ColumnInt(4);
   o.stamp.hlc = static_cast<HlcTime>(st.ColumnInt(5));
   o.owner = st.ColumnText(6);
+  if (!st.ColumnIsNull(7)) o.stamp.signature = st.ColumnBlob(7);
   return o;
 }
 
@@ -45,15 +47,24 @@ bool Wins(const ChangeStamp& a, const ChangeStamp& b) {
   return std::tie(a.hlc, a.origin) > std::tie(b.hlc, b.origin);
 }
 
+void BindSignature(Stmt& st, int index, const std::string& signature) {
+  if (signature.empty()) {
+    st.BindNull(index);
+  } else {
+    st.BindBlob(index, signature);
+  }
+}
+
 absl::Status Upsert(Transaction& tx, absl::string_view ns,
                     absl::string_view key,
                     const std::optional<std::string>& value,
                     const ChangeStamp& stamp, absl::string_view owner) {
   return tx.Execute(
-      "INSERT INTO objects(namespace, key, value, origin, seq, hlc, owner) "
-      "VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, key) DO UPDATE SET "
-      "value=excluded.value, origin=excluded.origin, seq=excluded.seq, "
-      "hlc=excluded.hlc, owner=excluded.owner",
+      "INSERT INTO objects(namespace, key, value, origin, seq, hlc, owner, "
+      "signature) VALUES(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, key) "
+      "DO UPDATE SET value=excluded.value, origin=excluded.origin, "
+      "seq=excluded.seq, hlc=excluded.hlc, owner=excluded.owner, "
+      "signature=excluded.signature",
       [&](Stmt& st) {
         st.Bind(1, ns).Bind(2, key);
         if (value.has_value()) {
@@ -65,13 +76,14 @@ absl::Status Upsert(Transaction& tx, absl::string_view ns,
             .Bind(5, stamp.seq)
             .Bind(6, static_cast<int64_t>(stamp.hlc))
             .Bind(7, owner);
+        BindSignature(st, 8, stamp.signature);
       });
 }
 
 absl::Status AppendLog(Transaction& tx, const ObjectChange& c) {
   return tx.Execute(
-      "INSERT INTO change_log(origin, seq, hlc, tbl, key, value) "
-      "VALUES(?, ?, ?, ?, ?, ?)",
+      "INSERT INTO change_log(origin, seq, hlc, tbl, key, value, signature) "
+      "VALUES(?, ?, ?, ?, ?, ?, ?)",
       [&](Stmt& st) {
         st.Bind(1, c.stamp.origin)
             .Bind(2, c.stamp.seq)
@@ -83,6 +95,7 @@ absl::Status AppendLog(Transaction& tx, const ObjectChange& c) {
         } else {
           st.BindNull(6);
         }
+        BindSignature(st, 7, c.stamp.signature);
       });
 }
 
@@ -177,7 +190,71 @@ absl::Status ObjectStore::Validate(
 size_t ObjectStore::SizeOf(const ObjectChange& c) {
   // The fixed part stands for the seq, time and framing.
   return 24 + c.stamp.origin.size() + c.ns.size() + c.key.size() +
-         (c.value.has_value() ? c.value->size() : 0);
+         (c.value.has_value() ? c.value->size() : 0) + c.stamp.signature.size();
+}
+
+std::string ObjectStore::SigningBytes(const ObjectChange& c) {
+  return ChangeSigningBytes(c.stamp, kTable, LogKey(c.ns, c.key), c.value);
+}
+
+absl::StatusOr<int64_t> ObjectStore::SignOwnUnsigned() {
+  // Read, sign outside the lock, then write what is still unsigned.
+  std::vector<ObjectChange> unsigned_changes;
+  RETURN_IF_ERROR(store_->Query(
+      "SELECT seq, hlc, key, value FROM change_log WHERE origin=? AND "
+      "tbl='objects' AND signature IS NULL ORDER BY seq",
+      [&](Stmt& st) { st.Bind(1, origin()); },
+      [&](const Stmt& st) -> absl::Status {
+        ObjectChange c;
+        c.stamp.origin = origin();
+        c.stamp.seq = st.ColumnInt(0);
+        c.stamp.hlc = static_cast<HlcTime>(st.ColumnInt(1));
+        const std::string key = st.ColumnText(2);
+        const size_t slash = key.find('/');
+        if (slash == std::string::npos) return absl::OkStatus();
+        c.ns = key.substr(0, slash);
+        c.key = key.substr(slash + 1);
+        if (!st.ColumnIsNull(3)) c.value = st.ColumnBlob(3);
+        unsigned_changes.push_back(std::move(c));
+        return absl::OkStatus();
+      }));
+  for (ObjectChange& c : unsigned_changes) {
+    std::optional<absl::StatusOr<std::string>> signature =
+        store_->SignChange(c.stamp, kTable, LogKey(c.ns, c.key), c.value);
+    if (!signature.has_value()) {
+      return absl::FailedPreconditionError(
+          "sign this node's changes: the store has no signer");
+    }
+    if (!signature->ok()) return signature->status();
+    c.stamp.signature = **std::move(signature);
+  }
+  if (unsigned_changes.empty()) return 0;
+  RETURN_IF_ERROR(
+      store_->InReplicatedTransaction([&](Transaction& tx) -> absl::Status {
+        for (const ObjectChange& c : unsigned_changes) {
+          RETURN_IF_ERROR(tx.Execute(
+              "UPDATE change_log SET signature=? WHERE origin=? AND seq=? AND "
+              "signature IS NULL",
+              [&](Stmt& st) {
+                st.BindBlob(1, c.stamp.signature)
+                    .Bind(2, c.stamp.origin)
+                    .Bind(3, c.stamp.seq);
+              }));
+          // The object still holds this change only if nothing replaced it.
+          RETURN_IF_ERROR(tx.Execute(
+              "UPDATE objects SET signature=? WHERE namespace=? AND key=? AND "
+              "origin=? AND seq=? AND signature IS NULL",
+              [&](Stmt& st) {
+                st.BindBlob(1, c.stamp.signature)
+                    .Bind(2, c.ns)
+                    .Bind(3, c.key)
+                    .Bind(4, c.stamp.origin)
+                    .Bind(5, c.stamp.seq);
+              }));
+        }
+        return absl::OkStatus();
+      }));
+  return static_cast<int64_t>(unsigned_changes.size());
 }
 
 absl::StatusOr<Object> ObjectStore::Get(absl::string_view ns,
@@ -291,6 +368,31 @@ absl::StatusOr<ApplyResult> ObjectStore::ApplyRemote(const ObjectChange& c,
                      "; refused change ", Describe(c.stamp.origin, c.stamp.seq),
                      " sent by ", sender));
   }
+  if (verifier_) {
+    // Relays send most changes more than once: one held already is not
+    // checked again (the transaction below checks the sequence anyway).
+    int64_t held = 0;
+    RETURN_IF_ERROR(store_->Query(
+        "SELECT seq FROM replica_versions WHERE origin=?",
+        [&](Stmt& st) { st.Bind(1, c.stamp.origin); },
+        [&](const Stmt& st) {
+          held = st.ColumnInt(0);
+          return absl::OkStatus();
+        }));
+    if (c.stamp.seq <= held) return ApplyResult::kDuplicate;
+    if (absl::Status v = verifier_(c, SigningBytes(c)); !v.ok()) {
+      if (!absl::IsUnavailable(v)) {
+        log::Warn("replication: refused a change its origin did not sign",
+                  {{"change", Describe(c.stamp.origin, c.stamp.seq)},
+                   {"object", LogKey(c.ns, c.key)},
+                   {"sender", sender},
+                   {"error", v}});
+      }
+      return Annotate(
+          v, absl::StrCat("change ", Describe(c.stamp.origin, c.stamp.seq),
+                          " sent by ", sender));
+    }
+  }
   ApplyResult result = ApplyResult::kApplied;
   absl::Status s =
       store_->InReplicatedTransaction([&](Transaction& tx) -> absl::Status {
@@ -384,7 +486,8 @@ absl::StatusOr<ChangeBatch> ObjectStore::ReadChanges(absl::string_view origin,
                        "): resync in full"));
     }
     return tx.Query(
-        "SELECT seq, hlc, key, value FROM change_log WHERE origin=? AND "
+        "SELECT seq, hlc, key, value, signature FROM change_log WHERE "
+        "origin=? AND "
         "seq>? AND tbl='objects' ORDER BY seq",
         [&](Stmt& st) { st.Bind(1, origin).Bind(2, after); },
         [&](const Stmt& st) -> absl::Status {
@@ -402,6 +505,7 @@ absl::StatusOr<ChangeBatch> ObjectStore::ReadChanges(absl::string_view origin,
           c.ns = key.substr(0, slash);
           c.key = key.substr(slash + 1);
           if (!st.ColumnIsNull(3)) c.value = st.ColumnBlob(3);
+          if (!st.ColumnIsNull(4)) c.stamp.signature = st.ColumnBlob(4);
           const size_t size = SizeOf(c);
           if (!batch.changes.empty() && batch.bytes + size > max_bytes) {
             return absl::CancelledError("chunk full");  // stops the query
@@ -429,9 +533,7 @@ absl::StatusOr<SnapshotChunk> ObjectStore::ReadSnapshot(
         [&](Stmt& st) { st.Bind(1, after.first).Bind(2, after.second); },
         [&](const Stmt& st) -> absl::Status {
           Object o = ReadRow(st);
-          const size_t size = 24 + o.stamp.origin.size() + o.ns.size() +
-                              o.key.size() +
-                              (o.value.has_value() ? o.value->size() : 0);
+          const size_t size = SizeOf({o.stamp, o.ns, o.key, o.value});
           if (!chunk.rows.empty() && chunk.bytes + size > max_bytes) {
             chunk.done = false;
             return absl::CancelledError("chunk full");
@@ -450,6 +552,29 @@ absl::Status ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
                                         absl::string_view sender) {
   for (const Object& o : chunk.rows) {
     RETURN_IF_ERROR(Validate(o.ns, o.key, o.value));
+  }
+  // Rows whose origin did not sign them are left out; a row whose origin's
+  // key is not known yet fails the chunk, so that the resync is not taken
+  // as whole without it.
+  std::vector<bool> forged(chunk.rows.size(), false);
+  if (verifier_) {
+    for (size_t i = 0; i < chunk.rows.size(); ++i) {
+      const Object& o = chunk.rows[i];
+      const ObjectChange c{o.stamp, o.ns, o.key, o.value};
+      absl::Status v = verifier_(c, SigningBytes(c));
+      if (absl::IsUnavailable(v)) {
+        return Annotate(v, absl::StrCat("snapshot row ", LogKey(o.ns, o.key),
+                                        " sent by ", sender));
+      }
+      if (!v.ok()) {
+        log::Warn("replication: snapshot row its origin did not sign skipped",
+                  {{"object", LogKey(o.ns, o.key)},
+                   {"origin", o.stamp.origin},
+                   {"sender", sender},
+                   {"error", v}});
+        forged[i] = true;
+      }
+    }
   }
   std::vector<ObjectChange> won;
   absl::Status s = store_->InReplicatedTransaction([&](Transaction& tx)
@@ -480,7 +605,9 @@ absl::Status ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
           tx.Execute("DELETE FROM objects WHERE namespace=? AND key=?",
                      [&](Stmt& st) { st.Bind(1, o.ns).Bind(2, o.key); }));
     }
-    for (const Object& o : chunk.rows) {
+    for (size_t i = 0; i < chunk.rows.size(); ++i) {
+      const Object& o = chunk.rows[i];
+      if (forged[i]) continue;
       ASSIGN_OR_RETURN(std::string owner, OwnerOf(o.ns, o.key));
       if (!owner.empty() && owner != o.stamp.origin) {
         log::Warn("replication: snapshot row of another node's object skipped",

@@ -18,6 +18,12 @@
 // local writes are refused elsewhere, and so is a received change whose
 // origin is not the owner.
 //
+// Signed changes: each change carries its origin's signature (ChangeStamp),
+// made by the Store's signer when this node writes. With a verifier set, a
+// change from another origin is applied only when its signature is that
+// origin's: a member that relays changes cannot forge one in another
+// member's name, nor take another origin's sequence numbers.
+//
 // Thread-safe (the Store serialises). `store` must outlive it.
 #ifndef MYCEL_DAEMON_STORE_OBJECTS_H_
 #define MYCEL_DAEMON_STORE_OBJECTS_H_
@@ -136,6 +142,27 @@ class ObjectStore {
     remote_listener_ = std::move(listener);
   }
 
+  // Checks that `change` was signed by its origin: `bytes` are its
+  // SigningBytes, `change.stamp.signature` the signature. PERMISSION_DENIED
+  // for a missing or wrong signature (or an origin whose key is refused);
+  // UNAVAILABLE when the origin's key is not known here yet (the change is
+  // refused now and taken when it comes again).
+  using ChangeVerifier = std::function<absl::Status(const ObjectChange& change,
+                                                    absl::string_view bytes)>;
+  // Set before replication starts. Without one, received changes are not
+  // checked (tests, and a node outside a mesh, which receives none).
+  void SetChangeVerifier(ChangeVerifier verifier) {
+    verifier_ = std::move(verifier);
+  }
+  // The bytes its origin signs for `change` (ChangeSigningBytes).
+  static std::string SigningBytes(const ObjectChange& change);
+
+  // Signs every change of this node that has no signature (written before
+  // it had a mesh key), in the log and on the objects they wrote, with the
+  // Store's signer. Returns how many log entries it signed;
+  // FAILED_PRECONDITION without a signer.
+  absl::StatusOr<int64_t> SignOwnUnsigned();
+
   // The owner of (ns, key): empty for a shared object. INVALID_ARGUMENT
   // for a node-owned namespace whose key names no node.
   static absl::StatusOr<std::string> OwnerOf(absl::string_view ns,
@@ -168,8 +195,10 @@ class ObjectStore {
   // identity the transport authenticated), in one transaction, logging it
   // with its own stamp. Errors, after which nothing changed:
   //  - INVALID_ARGUMENT: a malformed change (names the field);
-  //  - PERMISSION_DENIED: a node-owned object changed by another origin, or
-  //    a change claiming this node's origin that it never made;
+  //  - PERMISSION_DENIED: a node-owned object changed by another origin, a
+  //    change claiming this node's origin that it never made, or (with a
+  //    verifier) one its origin did not sign;
+  //  - UNAVAILABLE: the origin's key is not known yet (verifier);
   //  - FAILED_PRECONDITION: the seq is not the next of its origin (the
   //    caller buffers it or fetches the ones missing), or its time is more
   //    than max_offset ahead of this node's clock ("clock skew", logged).
@@ -191,7 +220,9 @@ class ObjectStore {
   // (at least one row).
   absl::StatusOr<SnapshotChunk> ReadSnapshot(
       const std::pair<std::string, std::string>& after, size_t max_bytes);
-  // Merges a chunk of `sender`'s snapshot: each row by the merge rule, and
+  // Merges a chunk of `sender`'s snapshot: each row by the merge rule (with
+  // a verifier, a row its origin did not sign is skipped, and a row whose
+  // origin's key is unknown fails the chunk with UNAVAILABLE), and
   // a row of ours in the chunk's range that the chunk lacks is removed when
   // the sender had seen its change (it was superseded there and collected).
   absl::Status ApplySnapshot(const SnapshotChunk& chunk,
@@ -217,6 +248,7 @@ class ObjectStore {
   const Options options_;
   std::function<void(const ObjectChange&)> listener_;
   std::function<void(const ObjectChange&)> remote_listener_;
+  ChangeVerifier verifier_;
 };
 
 }  // namespace mycel::store

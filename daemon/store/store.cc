@@ -438,12 +438,21 @@ void Store::CommitBatchLocked(const std::vector<PendingWrite*>& batch) {
     stamp.origin = origin_;
     stamp.seq = next_seq_;
     stamp.hlc = hlc_.Now();
+    if (signer_) {
+      absl::StatusOr<std::string> signature = signer_(
+          ChangeSigningBytes(stamp, change.table, change.key, change.value));
+      if (!signature.ok()) {
+        w->result = Annotate(signature.status(), "sign the change");
+        continue;
+      }
+      stamp.signature = *std::move(signature);
+    }
     absl::Status ws = ExecuteLocked("SAVEPOINT write", false, [](Stmt&) {});
     if (ws.ok()) ws = w->apply(tx, stamp);
     if (ws.ok()) {
       ws = tx.Execute(
-          "INSERT INTO change_log(origin, seq, hlc, tbl, key, value) "
-          "VALUES(?, ?, ?, ?, ?, ?)",
+          "INSERT INTO change_log(origin, seq, hlc, tbl, key, value, "
+          "signature) VALUES(?, ?, ?, ?, ?, ?, ?)",
           [&](Stmt& st) {
             st.Bind(1, stamp.origin)
                 .Bind(2, stamp.seq)
@@ -454,6 +463,11 @@ void Store::CommitBatchLocked(const std::vector<PendingWrite*>& batch) {
               st.BindBlob(6, *change.value);
             } else {
               st.BindNull(6);
+            }
+            if (stamp.signature.empty()) {
+              st.BindNull(7);
+            } else {
+              st.BindBlob(7, stamp.signature);
             }
           });
     }
@@ -492,6 +506,47 @@ void Store::CommitBatchLocked(const std::vector<PendingWrite*>& batch) {
     next_seq_ = first_seq;
     for (PendingWrite* w : written) w->result = s;
   }
+}
+
+std::string ChangeSigningBytes(const ChangeStamp& stamp,
+                               absl::string_view table, absl::string_view key,
+                               const std::optional<std::string>& value) {
+  std::string out("mycel.change.v1");
+  out.push_back('\0');
+  auto put_u64 = [&out](uint64_t v) {
+    for (int shift = 56; shift >= 0; shift -= 8) {
+      out.push_back(static_cast<char>((v >> shift) & 0xff));
+    }
+  };
+  auto put_bytes = [&](absl::string_view b) {
+    put_u64(b.size());
+    out.append(b.data(), b.size());
+  };
+  put_bytes(stamp.origin);
+  put_u64(static_cast<uint64_t>(stamp.seq));
+  put_u64(stamp.hlc);
+  put_bytes(table);
+  put_bytes(key);
+  out.push_back(value.has_value() ? 1 : 0);
+  if (value.has_value()) put_bytes(*value);
+  return out;
+}
+
+void Store::SetChangeSigner(ChangeSigner signer) {
+  absl::MutexLock lock(&mu_);
+  signer_ = std::move(signer);
+}
+
+std::optional<absl::StatusOr<std::string>> Store::SignChange(
+    const ChangeStamp& stamp, absl::string_view table, absl::string_view key,
+    const std::optional<std::string>& value) {
+  ChangeSigner signer;
+  {
+    absl::MutexLock lock(&mu_);
+    signer = signer_;
+  }
+  if (!signer) return std::nullopt;
+  return signer(ChangeSigningBytes(stamp, table, key, value));
 }
 
 Store::GroupCommitStats Store::group_commit_stats() {

@@ -16,6 +16,7 @@
 #ifndef MYCEL_DAEMON_STORE_STORE_H_
 #define MYCEL_DAEMON_STORE_STORE_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -57,13 +58,31 @@ struct ReplicatedChange {
 // Where a change to replicated state comes from and when: its origin node,
 // its place in that origin's sequence (1, 2, ... with no gap), and its
 // hybrid logical clock time.
+//
+// `signature` proves the origin made it: its node key's signature over
+// ChangeSigningBytes. Empty where the origin had no key when it wrote (a
+// node not in a mesh yet); such changes do not leave the node until it
+// signs them (ObjectStore::SignOwnUnsigned).
 struct ChangeStamp {
   std::string origin;
   int64_t seq = 0;
   HlcTime hlc = 0;
+  std::string signature;
 
   friend bool operator==(const ChangeStamp&, const ChangeStamp&) = default;
 };
+
+// The exact bytes an origin signs for a change: a domain tag, then the
+// origin, seq, time, table, key and value (or its absence), each with an
+// explicit length. The one definition: signers and verifiers both call it.
+std::string ChangeSigningBytes(const ChangeStamp& stamp,
+                               absl::string_view table, absl::string_view key,
+                               const std::optional<std::string>& value);
+
+// Signs the bytes of a change of this node (ChangeSigningBytes) with its
+// node key.
+using ChangeSigner =
+    std::function<absl::StatusOr<std::string>(absl::string_view bytes)>;
 
 class Store;
 
@@ -176,6 +195,16 @@ class Store {
       const ReplicatedChange& change,
       absl::FunctionRef<absl::Status(Transaction&, const ChangeStamp&)> apply)
       ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
+
+  // From now on WriteReplicated signs each change with `signer` in the
+  // transaction that logs it; a signer's error fails that write alone.
+  // Null: changes are not signed (a node outside a mesh).
+  void SetChangeSigner(ChangeSigner signer) ABSL_LOCKS_EXCLUDED(mu_);
+  // Signs one change of this node with the signer set (nullopt when none
+  // is).
+  std::optional<absl::StatusOr<std::string>> SignChange(
+      const ChangeStamp& stamp, absl::string_view table, absl::string_view key,
+      const std::optional<std::string>& value) ABSL_LOCKS_EXCLUDED(mu_);
 
   // How many commits WriteReplicated made, and how many writes they held
   // (for tests and benchmarks).
@@ -291,6 +320,7 @@ class Store {
   const int schema_version_;
   Hlc hlc_;
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  ChangeSigner signer_ ABSL_GUARDED_BY(mu_);
 
   // Group commit (WriteReplicated): the writes waiting for the next
   // commit, and whether a writer is committing now.

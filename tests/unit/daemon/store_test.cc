@@ -324,7 +324,7 @@ CREATE TABLE local (k TEXT PRIMARY KEY, v TEXT) STRICT;
 CREATE TABLE shared (k TEXT PRIMARY KEY, v TEXT, hlc INTEGER) STRICT;
 CREATE TABLE change_log (
   origin TEXT NOT NULL, seq INTEGER NOT NULL, hlc INTEGER NOT NULL,
-  tbl TEXT NOT NULL, key TEXT NOT NULL, value BLOB,
+  tbl TEXT NOT NULL, key TEXT NOT NULL, value BLOB, signature BLOB,
   PRIMARY KEY (origin, seq)) STRICT, WITHOUT ROWID;
 CREATE INDEX change_log_hlc ON change_log(hlc);
 )sql"},

@@ -4,8 +4,10 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/store/objects.h"
 #include "daemon/store/store.h"
 #include "runtime/manual_clock.h"
@@ -484,6 +486,165 @@ TEST_CASE("a full resync brings a replica up without resurrecting deletes") {
   REQUIRE(fromr->changes.size() == 1);
   REQUIRE(a.objects->ApplyRemote(fromr->changes[0], "r").ok());
   CHECK(a.Value("kv", "mine") == "written while away");
+}
+
+// Stand-ins for node keys: origin O "signs" bytes B as "O|" + B's length
+// and a checksum; the verifier knows the origins in `keys`.
+std::string FakeSignature(absl::string_view origin, absl::string_view bytes) {
+  uint64_t sum = 1469598103934665603ull;
+  for (unsigned char c : bytes) sum = (sum ^ c) * 1099511628211ull;
+  return absl::StrCat(origin, "|", bytes.size(), "|", sum);
+}
+ChangeSigner FakeSigner(const std::string& origin) {
+  return [origin](absl::string_view bytes) -> absl::StatusOr<std::string> {
+    return FakeSignature(origin, bytes);
+  };
+}
+struct FakeVerifier {
+  std::set<std::string> keys;  // origins whose key is known
+  int calls = 0;
+  ObjectStore::ChangeVerifier Get() {
+    return [this](const ObjectChange& c, absl::string_view bytes) {
+      ++calls;
+      if (!keys.contains(c.stamp.origin)) {
+        return absl::UnavailableError("origin's key unknown");
+      }
+      if (c.stamp.signature != FakeSignature(c.stamp.origin, bytes)) {
+        return absl::PermissionDeniedError("signature: not the origin's");
+      }
+      return absl::OkStatus();
+    };
+  }
+};
+
+TEST_CASE("signed changes: a relay cannot forge or alter another's change") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock);
+  Node b(dir, "b", &clock);
+  Node r(dir, "r", &clock);
+  a.store->SetChangeSigner(FakeSigner("a"));
+  b.store->SetChangeSigner(FakeSigner("b"));
+  FakeVerifier v{{"a", "b"}};
+  r.objects->SetChangeVerifier(v.Get());
+
+  // A local write is signed in its log entry and on its object.
+  ObjectChange put = a.Put("kv", "k", "\"v1\"");
+  CHECK(put.stamp.signature ==
+        FakeSignature("a", ObjectStore::SigningBytes(put)));
+  CHECK(a.objects->Get("kv", "k")->stamp.signature == put.stamp.signature);
+  auto log = a.objects->ReadChanges("a", 0, 1 << 20);
+  REQUIRE(log.ok());
+  REQUIRE(log->changes.size() == 1);
+  CHECK(log->changes[0] == put);
+
+  // b relays a change in a's name that a never made (b's own signature,
+  // none, or a's signature over other bytes): refused, nothing changes, and
+  // a's sequence is not taken.
+  ObjectChange forged = Change("a", 1, At(kStart), "k", "\"evil\"");
+  forged.stamp.signature =
+      FakeSignature("b", ObjectStore::SigningBytes(forged));
+  ObjectChange unsigned_change = forged;
+  unsigned_change.stamp.signature.clear();
+  ObjectChange altered = put;
+  altered.value = "\"evil\"";
+  for (const ObjectChange& bad : {forged, unsigned_change, altered}) {
+    auto applied = r.objects->ApplyRemote(bad, "b");
+    CHECK(applied.status().code() == absl::StatusCode::kPermissionDenied);
+  }
+  CHECK(r.objects->Versions()->count("a") == 0);
+  CHECK(r.Count("SELECT count(*) FROM change_log") == 0);
+  CHECK(!r.Value("kv", "k").has_value());
+  // a's real change, relayed by b, is taken, with its signature.
+  REQUIRE(r.objects->ApplyRemote(put, "b").ok());
+  CHECK(r.Value("kv", "k") == "\"v1\"");
+  CHECK(r.objects->Get("kv", "k")->stamp.signature == put.stamp.signature);
+  auto relayed = r.objects->ReadChanges("a", 0, 1 << 20);
+  REQUIRE(relayed.ok());
+  CHECK(relayed->changes.at(0) == put);
+  // A copy that comes again is a duplicate, not checked again.
+  const int calls = v.calls;
+  CHECK(*r.objects->ApplyRemote(put, "b") == ApplyResult::kDuplicate);
+  CHECK(v.calls == calls);
+
+  // An origin whose key is not known yet: UNAVAILABLE, nothing taken; the
+  // same change is taken once the key is known.
+  Node c(dir, "c", &clock);
+  c.store->SetChangeSigner(FakeSigner("c"));
+  ObjectChange from_c = c.Put("kv", "j", "1");
+  auto early = r.objects->ApplyRemote(from_c, "b");
+  CHECK(early.status().code() == absl::StatusCode::kUnavailable);
+  CHECK(r.objects->Versions()->count("c") == 0);
+  v.keys.insert("c");
+  CHECK(*r.objects->ApplyRemote(from_c, "b") == ApplyResult::kApplied);
+}
+
+TEST_CASE(
+    "signed snapshots: a forged row is skipped, an unknown origin waits") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock);
+  Node r(dir, "r", &clock);
+  a.store->SetChangeSigner(FakeSigner("a"));
+  a.Put("kv", "good", "1");
+  a.Put("kv", "other", "2");
+  auto chunk = a.objects->ReadSnapshot({}, 1 << 20);
+  REQUIRE(chunk.ok());
+  REQUIRE(chunk->done);
+  REQUIRE(chunk->rows.size() == 2);
+  // The sender changed one row's value on the way.
+  chunk->rows[1].value = "666";
+  FakeVerifier v;
+  r.objects->SetChangeVerifier(v.Get());
+  auto unknown = r.objects->ApplySnapshot(*chunk, "a");
+  CHECK(unknown.code() == absl::StatusCode::kUnavailable);
+  CHECK(r.Count("SELECT count(*) FROM objects") == 0);
+  v.keys.insert("a");
+  REQUIRE(r.objects->ApplySnapshot(*chunk, "a").ok());
+  CHECK(r.Value("kv", "good") == "1");
+  CHECK(!r.Value("kv", "other").has_value());
+}
+
+TEST_CASE("changes made before the node had a key are signed once it has") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock);
+  ObjectChange first = a.Put("kv", "k", "1");
+  ObjectChange second = a.Put("kv", "k", "2");
+  ObjectChange gone = a.Del("kv", "d");
+  CHECK(first.stamp.signature.empty());
+  auto no_signer = a.objects->SignOwnUnsigned();
+  CHECK(no_signer.status().code() == absl::StatusCode::kFailedPrecondition);
+  const int64_t revisions =
+      a.Count("SELECT coalesce(max(revision), 0) FROM kv_changes");
+  a.store->SetChangeSigner(FakeSigner("a"));
+  CHECK(*a.objects->SignOwnUnsigned() == 3);
+  CHECK(*a.objects->SignOwnUnsigned() == 0);
+  CHECK(a.Count("SELECT count(*) FROM change_log WHERE signature IS NULL") ==
+        0);
+  CHECK(a.Count("SELECT count(*) FROM objects WHERE signature IS NULL") == 0);
+  // Signing is not a change of the key: watchers see nothing new.
+  CHECK(a.Count("SELECT coalesce(max(revision), 0) FROM kv_changes") ==
+        revisions);
+  // Every entry verifies at a receiver, the object row too.
+  Node r(dir, "r", &clock);
+  FakeVerifier v{{"a"}};
+  r.objects->SetChangeVerifier(v.Get());
+  auto log = a.objects->ReadChanges("a", 0, 1 << 20);
+  REQUIRE(log.ok());
+  REQUIRE(log->changes.size() == 3);
+  for (const ObjectChange& c : log->changes) {
+    CHECK(r.objects->ApplyRemote(c, "a").ok());
+  }
+  CHECK(r.Value("kv", "k") == "2");
+  auto snap = a.objects->ReadSnapshot({}, 1 << 20);
+  REQUIRE(snap.ok());
+  for (const Object& o : snap->rows) {
+    CHECK(o.stamp.signature ==
+          FakeSignature(
+              "a", ObjectStore::SigningBytes({o.stamp, o.ns, o.key, o.value})));
+  }
+  CHECK(gone.stamp.seq == 3);
 }
 
 }  // namespace
