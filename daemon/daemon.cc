@@ -23,6 +23,7 @@
 #include "daemon/server/local_peer.h"
 #include "google/protobuf/util/json_util.h"
 #include "mesh/identity/peer_channels.h"
+#include "mesh/pki/private_key.h"
 #include "mycel/v1/mesh.pb.h"
 #include "mycel/v1/node.pb.h"
 #include "runtime/fs.h"
@@ -452,6 +453,45 @@ void Daemon::StartReplication() {
         "replicated state is not gossiped: the node serves with --tls-* "
         "files rather than a mesh certificate (mycel mesh init or join)");
     return;
+  }
+  // Every change this node makes is signed with its node key, and a change
+  // received is applied only when its origin signed it (docs/security.md).
+  std::optional<identity::NodeCredentials> node = mesh_->Credentials();
+  if (!node.has_value()) {
+    log::Error("replication not started: this node has no mesh credentials");
+    return;
+  }
+  absl::StatusOr<pki::PrivateKey> key = pki::PrivateKey::FromPem(node->key_pem);
+  if (!key.ok()) {
+    log::Error("replication not started: the node key",
+               {{"error", key.status()}});
+    return;
+  }
+  store_->SetChangeSigner(replication::NodeKeySigner(
+      std::make_shared<const pki::PrivateKey>(*std::move(key))));
+  // Changes written before the node had a key (before it joined) are
+  // signed now, before they can travel.
+  absl::StatusOr<int64_t> signed_now = objects_->SignOwnUnsigned();
+  if (!signed_now.ok()) {
+    log::Error("replication not started: cannot sign this node's changes",
+               {{"error", signed_now.status()}});
+    return;
+  }
+  if (*signed_now > 0) {
+    log::Info("signed this node's changes made before it had a mesh key",
+              {{"changes", *signed_now}});
+  }
+  if (origin_verifier_ == nullptr) {  // once: objects_ keeps a pointer
+    origin_verifier_ = std::make_unique<replication::OriginVerifier>(
+        &trust_, &clock_, [this](absl::string_view name) {
+          absl::StatusOr<membership::MemberInfo> m = membership_.Find(name);
+          return m.ok() ? m->certificate : std::string();
+        });
+    objects_->SetChangeVerifier(
+        [v = origin_verifier_.get()](const store::ObjectChange& c,
+                                     absl::string_view bytes) {
+          return v->Verify(c, bytes);
+        });
   }
   replication::NodeReplication::Options o;
   o.name = config_.node_name();

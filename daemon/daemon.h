@@ -29,6 +29,7 @@
 #include "mesh/identity/trust.h"
 #include "mesh/membership/node_membership.h"
 #include "mesh/replication/node_replication.h"
+#include "mesh/replication/origin_verifier.h"
 #include "mycel/v1/config.pb.h"
 #include "runtime/asio_clock.h"
 #include "runtime/host_info.h"
@@ -154,6 +155,9 @@ class Daemon {
   std::optional<PidLock> state_lock_;
   std::optional<PidLock> socket_lock_;
   std::unique_ptr<store::Store> store_;
+  // Checks the origin's signature on every change received (set when
+  // replication starts); declared before objects_, which calls it.
+  std::unique_ptr<replication::OriginVerifier> origin_verifier_;
   // The user key/value namespace (State), shared by every endpoint.
   std::unique_ptr<store::ObjectStore> objects_;
   std::unique_ptr<store::StateStore> state_;

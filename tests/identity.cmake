@@ -25,6 +25,7 @@ mycel_test(join_test
 # loopback mTLS.
 mycel_test(join_integration_test
   SRCS integration/mesh/join_test.cc
-  DEPS mycel_identity mycel_proto mycel_runtime mycel_store mycel_testing
+  DEPS mycel_identity mycel_pki mycel_proto mycel_replication mycel_runtime
+    mycel_store mycel_testing
   LABELS integration TIMEOUT 300)
 add_dependencies(join_integration_test myceld mycel)

@@ -12,3 +12,6 @@ mycel_test(replication_sim_test SRCS unit/mesh/replication_sim_test.cc
 mycel_test(replication_driver_test
   SRCS unit/mesh/replication_driver_test.cc
   DEPS mycel_replication mycel_testing)
+# unit: a change's origin signature against the origin's certificate.
+mycel_test(origin_verifier_test SRCS unit/mesh/origin_verifier_test.cc
+  DEPS mycel_replication mycel_pki mycel_runtime)

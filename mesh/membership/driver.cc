@@ -36,6 +36,7 @@ MemberInfo ToInfo(const MemberSnapshot& s, absl::string_view self) {
     i.addresses = s.record->meta.addresses;
     i.labels = s.record->meta.labels;
     i.capacity = s.record->meta.capacity;
+    i.certificate = s.record->certificate;
   }
   i.state_since = s.state_since;
   i.last_heard = s.last_heard;

@@ -70,6 +70,8 @@ struct MemberInfo {
   uint64_t incarnation = 0;
   std::vector<std::pair<std::string, std::string>> labels;
   std::vector<std::pair<std::string, int64_t>> capacity;
+  // The certificate (DER) of its newest signed record; empty when none.
+  std::string certificate;
   absl::Time state_since = absl::InfinitePast();
   // InfinitePast when never heard from directly (and for this node).
   absl::Time last_heard = absl::InfinitePast();

@@ -9,6 +9,8 @@ namespace mycel::replication {
 namespace {
 
 constexpr uint64_t kMaxSeq = std::numeric_limits<int64_t>::max();
+// An ECDSA P-256 signature in DER is at most 72 bytes; room for others.
+constexpr size_t kMaxSignatureBytes = 512;
 
 }  // namespace
 
@@ -24,6 +26,7 @@ v1::ReplicationChange ToProto(const store::ObjectChange& c) {
   } else {
     p.set_deleted(true);
   }
+  p.set_signature(c.stamp.signature);
   return p;
 }
 
@@ -41,6 +44,11 @@ absl::StatusOr<store::ObjectChange> FromProto(const v1::ReplicationChange& p) {
     return absl::InvalidArgumentError(absl::StrCat(
         "hlc: ", p.hlc(), " from origin ", p.origin(), " is out of range"));
   }
+  if (p.signature().size() > kMaxSignatureBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("signature: ", p.signature().size(), " bytes from origin ",
+                     p.origin(), " is over ", kMaxSignatureBytes));
+  }
   if (p.deleted() && !p.value().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "value: a delete (", p.origin(), ":", p.seq(), ") carries a value"));
@@ -49,6 +57,7 @@ absl::StatusOr<store::ObjectChange> FromProto(const v1::ReplicationChange& p) {
   c.stamp.origin = p.origin();
   c.stamp.seq = static_cast<int64_t>(p.seq());
   c.stamp.hlc = p.hlc();
+  c.stamp.signature = p.signature();
   c.ns = p.namespace_();
   c.key = p.key();
   if (!p.deleted()) c.value = p.value();

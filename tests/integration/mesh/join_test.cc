@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -19,8 +20,11 @@
 #include "daemon/store/objects.h"
 #include "daemon/store/store.h"
 #include "mesh/identity/peer_channels.h"
+#include "mesh/pki/private_key.h"
+#include "mesh/replication/origin_verifier.h"
 #include "mycel/v1/mesh.grpc.pb.h"
 #include "mycel/v1/node.grpc.pb.h"
+#include "mycel/v1/replication.grpc.pb.h"
 #include "runtime/fs.h"
 #include "tests/integration/mesh/mesh_cluster.h"
 #include "tests/testing/process.h"
@@ -56,6 +60,15 @@ CommandResult Join(Node& joiner, const Node& via, const std::string& token,
   std::vector<std::string> args = {"mesh", "join", via.addr, "--token", token};
   args.insert(args.end(), extra.begin(), extra.end());
   return joiner.Local(args);
+}
+
+// `a` starts the mesh; `b` and `c` start and join through it.
+void InitAndJoin(Node& a, Node& b, Node& c) {
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  REQUIRE(c.daemon.Start());
+  REQUIRE(Join(b, a, Token(a)).exit_code == 0);
+  REQUIRE(Join(c, a, Token(a)).exit_code == 0);
 }
 
 // Polls `done` every 100 ms for up to `limit`.
@@ -269,6 +282,95 @@ TEST_CASE("revocation reaches members through authorities, on open channels") {
   CHECK(Contains(from_c.err, "not an authority"));
 }
 
+// The node's latest sequence number, from a `state put` answer
+// ("NAME:SEQ").
+int64_t SeqOf(const CommandResult& put) {
+  int64_t seq = 0;
+  const std::string version(absl::StripAsciiWhitespace(put.out));
+  REQUIRE_MESSAGE(absl::SimpleAtoi(version.substr(version.find(':') + 1), &seq),
+                  put.out);
+  return seq;
+}
+
+TEST_CASE("a member cannot forge another member's change through a relay") {
+  Node a({"--node-name", "a"});
+  Node b({"--node-name", "b"});
+  Node c({"--node-name", "c"});
+  InitAndJoin(a, b, c);
+  auto value_on_a = [&] {
+    return std::string(
+        absl::StripAsciiWhitespace(a.Local({"state", "get", "shared/k"}).out));
+  };
+  CommandResult put = c.Local({"state", "put", "shared/k", "\"real-1\""});
+  REQUIRE_MESSAGE(put.exit_code == 0, put.err);
+  REQUIRE(Eventually([&] { return value_on_a() == "\"real-1\""; },
+                     absl::Seconds(30)));
+  const int64_t next = SeqOf(put) + 1;
+
+  // b, a member with its own certificate and key, sends a the next changes
+  // in c's name: signed with b's key, unsigned, and c's own last change
+  // with another value.
+  const std::string b_dir = b.daemon.state_dir() + "/mesh";
+  auto b_key = std::make_shared<const pki::PrivateKey>(
+      *pki::PrivateKey::FromPem(*ReadFile(b_dir + "/node.key")));
+  mycel::v1::ReplicationMessage m;
+  mycel::v1::ReplicationPush* push = m.mutable_push();
+  for (int64_t seq = next; seq < next + 5; ++seq) {
+    store::ObjectChange forged;
+    forged.stamp = {.origin = "c",
+                    .seq = seq,
+                    .hlc = store::MakeHlc(absl::ToUnixMillis(absl::Now()), 0)};
+    forged.ns = "kv";
+    forged.key = "shared/k";
+    forged.value = "\"forged\"";
+    if (seq == next) {
+      forged.stamp.signature = *replication::NodeKeySigner(b_key)(
+          store::ObjectStore::SigningBytes(forged));
+    }
+    mycel::v1::ReplicationChange* p = push->add_changes();
+    p->set_origin(forged.stamp.origin);
+    p->set_seq(static_cast<uint64_t>(seq));
+    p->set_hlc(forged.stamp.hlc);
+    p->set_namespace_(forged.ns);
+    p->set_key(forged.key);
+    p->set_value(*forged.value);
+    p->set_signature(forged.stamp.signature);
+  }
+  auto as_b = grpc::CreateChannel(
+      a.addr, identity::NodeCredentialsFromFiles(
+                  b_dir + "/ca.crt", b_dir + "/node.crt", b_dir + "/node.key",
+                  absl::Seconds(1), "spiffe://test/node/a"));
+  mycel::v1::ReplicationFrame frame;
+  frame.set_message(m.SerializeAsString());
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    mycel::v1::ReplicationFrameAck ack;
+    grpc::Status s =
+        mycel::v1::Replication::NewStub(as_b)->Exchange(&ctx, frame, &ack);
+    REQUIRE_MESSAGE(s.ok(), s.error_message());
+  }
+  CHECK(Eventually(
+      [&] {
+        return Contains(a.daemon.Log(),
+                        "refused a change its origin did not sign");
+      },
+      absl::Seconds(10)));
+  CHECK(value_on_a() == "\"real-1\"");
+
+  // c's real next changes still reach a: its sequence was not taken.
+  CommandResult again = c.Local({"state", "put", "shared/k", "\"real-2\""});
+  REQUIRE_MESSAGE(again.exit_code == 0, again.err);
+  CHECK(Eventually([&] { return value_on_a() == "\"real-2\""; },
+                   absl::Seconds(30)));
+  CHECK(Contains(a.Local({"query",
+                          "SELECT origin, seq, value FROM changes "
+                          "WHERE value LIKE '%forged%'"})
+                     .out,
+                 "forged") == false);
+}
+
 TEST_CASE("node certificates renew themselves at two thirds of their life") {
   // 15 s certificates: renewed after about 10 s, by the authority for
   // itself and for b over mTLS; connections made after the first ones
@@ -315,13 +417,9 @@ TEST_CASE(
   Node a({"--node-name", "a"});
   Node b({"--node-name", "b"});
   Node c({"--node-name", "c"});
-  InitMesh(a);
-  REQUIRE(b.daemon.Start());
-  REQUIRE(c.daemon.Start());
   // No seeds given: each joined node gossips with the authority it joined
   // through, and learns of the others from it.
-  REQUIRE(Join(b, a, Token(a)).exit_code == 0);
-  REQUIRE(Join(c, a, Token(a)).exit_code == 0);
+  InitAndJoin(a, b, c);
   CHECK(Eventually(
       [&] {
         CommandResult m = c.Local({"mesh", "members"});

@@ -1,0 +1,88 @@
+// OriginVerifier: the check that a replicated change was made by the origin
+// it names (store::ObjectStore::ChangeVerifier). Every change carries its
+// origin's ECDSA P-256 signature over store::ChangeSigningBytes, made with
+// the origin's node key; this finds the origin's certificate (from
+// membership, which holds each member's certificate in its signed records),
+// checks it against identity::Trust, and checks the signature with its key.
+// A member that relays changes can therefore neither forge a change in
+// another node's name nor take another origin's sequence numbers.
+//
+// Node keys are kept across certificate renewals (docs/security.md,
+// Rotation), so a change signed before a renewal checks against the new
+// certificate. An expired certificate still vouches for the changes its key
+// signed (its chain to the mesh CA and the revocation list are checked; its
+// dates are not): an origin's changes outlive its certificate. A revoked
+// origin's changes are refused.
+#ifndef MYCEL_MESH_REPLICATION_ORIGIN_VERIFIER_H_
+#define MYCEL_MESH_REPLICATION_ORIGIN_VERIFIER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/store/objects.h"
+#include "mesh/identity/trust.h"
+#include "mesh/pki/certificate.h"
+#include "mesh/pki/private_key.h"
+#include "runtime/clock.h"
+
+namespace mycel::replication {
+
+class OriginVerifier {
+ public:
+  // The certificate (DER) of node `name` as this node knows it; empty when
+  // it knows none.
+  using CertificateSource = std::function<std::string(absl::string_view name)>;
+
+  // `trust` and `clock` must outlive it.
+  OriginVerifier(const identity::Trust* trust, const Clock* clock,
+                 CertificateSource certificates)
+      : trust_(trust), clock_(clock), certificates_(std::move(certificates)) {}
+  OriginVerifier(const OriginVerifier&) = delete;
+  OriginVerifier& operator=(const OriginVerifier&) = delete;
+
+  // OK when `change.stamp.signature` is the signature of `bytes` (its
+  // SigningBytes) by the key of its origin's certificate. Errors:
+  //  - PERMISSION_DENIED: unsigned, a signature by another key, or an
+  //    origin whose certificate Trust refuses (revoked, another CA) or
+  //    that certifies another name;
+  //  - UNAVAILABLE: no certificate of the origin is known here yet.
+  // Thread-safe.
+  absl::Status Verify(const store::ObjectChange& change,
+                      absl::string_view bytes) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Certificates parsed and checked against Trust (cache misses).
+  uint64_t certificate_checks() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Checked {
+    std::string der;
+    std::shared_ptr<const pki::Certificate> certificate;
+    uint64_t generation = 0;
+  };
+  // The origin's certificate, checked against Trust (cached while the
+  // certificate and Trust's generation stay the same).
+  absl::StatusOr<std::shared_ptr<const pki::Certificate>> CertificateOf(
+      absl::string_view origin) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const identity::Trust* const trust_;
+  const Clock* const clock_;
+  const CertificateSource certificates_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Checked> checked_ ABSL_GUARDED_BY(mu_);
+  uint64_t certificate_checks_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Signs this node's changes (store::ChangeSigner) with `key`.
+store::ChangeSigner NodeKeySigner(std::shared_ptr<const pki::PrivateKey> key);
+
+}  // namespace mycel::replication
+
+#endif  // MYCEL_MESH_REPLICATION_ORIGIN_VERIFIER_H_
