@@ -1,6 +1,7 @@
 #include "daemon/store/objects.h"
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 
 #include "absl/strings/match.h"
@@ -216,6 +217,19 @@ absl::StatusOr<int64_t> ObjectStore::SignOwnUnsigned() {
         c.key = key.substr(slash + 1);
         if (!st.ColumnIsNull(3)) c.value = st.ColumnBlob(3);
         unsigned_changes.push_back(std::move(c));
+        return absl::OkStatus();
+      }));
+  // Rows whose log entry garbage collection took.
+  std::set<int64_t> from_log;
+  for (const ObjectChange& c : unsigned_changes) from_log.insert(c.stamp.seq);
+  RETURN_IF_ERROR(store_->Query(
+      absl::StrCat(kSelectRow, "WHERE origin=? AND signature IS NULL"),
+      [&](Stmt& st) { st.Bind(1, origin()); },
+      [&](const Stmt& st) {
+        Object o = ReadRow(st);
+        if (!from_log.contains(o.stamp.seq)) {
+          unsigned_changes.push_back({o.stamp, o.ns, o.key, o.value});
+        }
         return absl::OkStatus();
       }));
   for (ObjectChange& c : unsigned_changes) {

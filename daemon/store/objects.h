@@ -158,9 +158,9 @@ class ObjectStore {
   static std::string SigningBytes(const ObjectChange& change);
 
   // Signs every change of this node that has no signature (written before
-  // it had a mesh key), in the log and on the objects they wrote, with the
-  // Store's signer. Returns how many log entries it signed;
-  // FAILED_PRECONDITION without a signer.
+  // it had a mesh key), in the log and on the objects they wrote (also
+  // those whose log entry was collected), with the Store's signer. Returns
+  // how many changes it signed; FAILED_PRECONDITION without a signer.
   absl::StatusOr<int64_t> SignOwnUnsigned();
 
   // The owner of (ns, key): empty for a shared object. INVALID_ARGUMENT
