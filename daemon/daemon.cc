@@ -484,8 +484,8 @@ void Daemon::StartReplication() {
   if (origin_verifier_ == nullptr) {  // once: objects_ keeps a pointer
     origin_verifier_ = std::make_unique<replication::OriginVerifier>(
         &trust_, &clock_, [this](absl::string_view name) {
-          absl::StatusOr<membership::MemberInfo> m = membership_.Find(name);
-          return m.ok() ? m->certificate : std::string();
+          absl::StatusOr<std::string> der = membership_.CertificateOf(name);
+          return der.ok() ? *std::move(der) : std::string();
         });
     objects_->SetChangeVerifier(
         [v = origin_verifier_.get()](const store::ObjectChange& c,

@@ -36,7 +36,6 @@ MemberInfo ToInfo(const MemberSnapshot& s, absl::string_view self) {
     i.addresses = s.record->meta.addresses;
     i.labels = s.record->meta.labels;
     i.capacity = s.record->meta.capacity;
-    i.certificate = s.record->certificate;
   }
   i.state_since = s.state_since;
   i.last_heard = s.last_heard;
@@ -261,6 +260,13 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
     std::optional<MemberSnapshot> s = m_->Find(name);
     if (!s.has_value()) return std::nullopt;
     return ToInfo(*s, name_);
+  }
+
+  std::optional<std::string> CertificateOf(absl::string_view name) const {
+    absl::MutexLock lock(&mu_);
+    std::optional<MemberSnapshot> s = m_->Find(name);
+    if (!s.has_value() || s->record == nullptr) return std::nullopt;
+    return s->record->certificate;
   }
 
   DriverStats Stats() const {
@@ -581,6 +587,10 @@ std::vector<MemberInfo> MembershipDriver::Members() const {
 }
 std::optional<MemberInfo> MembershipDriver::Find(absl::string_view name) const {
   return core_->Find(name);
+}
+std::optional<std::string> MembershipDriver::CertificateOf(
+    absl::string_view name) const {
+  return core_->CertificateOf(name);
 }
 DriverStats MembershipDriver::Stats() const { return core_->Stats(); }
 const std::string& MembershipDriver::name() const { return core_->name(); }

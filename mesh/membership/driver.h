@@ -70,8 +70,6 @@ struct MemberInfo {
   uint64_t incarnation = 0;
   std::vector<std::pair<std::string, std::string>> labels;
   std::vector<std::pair<std::string, int64_t>> capacity;
-  // The certificate (DER) of its newest signed record; empty when none.
-  std::string certificate;
   absl::Time state_since = absl::InfinitePast();
   // InfinitePast when never heard from directly (and for this node).
   absl::Time last_heard = absl::InfinitePast();
@@ -157,6 +155,9 @@ class MembershipDriver {
   // Every member, this node included, sorted by name.
   std::vector<MemberInfo> Members() const;
   std::optional<MemberInfo> Find(absl::string_view name) const;
+  // The certificate (DER) of the member's newest signed record; nullopt
+  // when the member is unknown.
+  std::optional<std::string> CertificateOf(absl::string_view name) const;
   DriverStats Stats() const;
   const std::string& name() const;
   uint64_t incarnation() const;

@@ -156,14 +156,15 @@ absl::StatusOr<std::vector<MemberInfo>> NodeMembership::Members() const {
   return driver->Members();
 }
 
-absl::StatusOr<MemberInfo> NodeMembership::Find(absl::string_view name) const {
+absl::StatusOr<std::string> NodeMembership::CertificateOf(
+    absl::string_view name) const {
   absl::ReaderMutexLock lock(&mu_);
   ASSIGN_OR_RETURN(MembershipDriver * driver, Driver());
-  std::optional<MemberInfo> m = driver->Find(name);
-  if (!m.has_value()) {
+  std::optional<std::string> der = driver->CertificateOf(name);
+  if (!der.has_value()) {
     return absl::NotFoundError(absl::StrCat("member ", name));
   }
-  return *std::move(m);
+  return *std::move(der);
 }
 
 absl::StatusOr<DriverStats> NodeMembership::Stats() const {

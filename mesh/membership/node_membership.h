@@ -82,9 +82,10 @@ class NodeMembership {
   // when membership is not running.
   absl::StatusOr<std::vector<MemberInfo>> Members() const
       ABSL_LOCKS_EXCLUDED(mu_);
-  // One member (this node included); NOT_FOUND when membership does not
-  // know it, FAILED_PRECONDITION when not running.
-  absl::StatusOr<MemberInfo> Find(absl::string_view name) const
+  // The certificate (DER) of a member's newest signed record (this node
+  // included); NOT_FOUND when membership does not know it,
+  // FAILED_PRECONDITION when not running.
+  absl::StatusOr<std::string> CertificateOf(absl::string_view name) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // The driver's counters; FAILED_PRECONDITION when not running.
   absl::StatusOr<DriverStats> Stats() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -294,11 +294,17 @@ TEST_CASE("five drivers join through one seed and converge") {
       CHECK(members[j].labels ==
             std::vector<std::pair<std::string, std::string>>{
                 {"zone", absl::StrCat("z", j % 2)}});
+      // Each member's certificate, as its own signed record carries it.
+      std::optional<std::string> cert = c.d(i).CertificateOf(c.node(j).name);
+      REQUIRE(cert.has_value());
+      CHECK(cert->size() == kFakeCertificateBytes);
+      CHECK(cert == c.d(j).CertificateOf(c.node(j).name));
       if (i != j) {
         // Heard from directly within the last few probe periods.
         CHECK(members[j].last_heard > c.clock.Now() - absl::Seconds(5));
       }
     }
+    CHECK_FALSE(c.d(i).CertificateOf("nobody").has_value());
     const DriverStats s = c.d(i).Stats();
     CHECK(s.messages_sent > 0);
     CHECK(s.messages_received > 0);
