@@ -43,6 +43,31 @@ std::string Describe(absl::string_view origin, int64_t seq) {
   return absl::StrCat(origin, ":", seq);
 }
 
+// The columns ReadLogRow reads, after "SELECT ".
+constexpr char kLogColumns[] = "seq, hlc, key, value, signature";
+
+// A change_log row of `origin` (columns kLogColumns) as the change it
+// logs. DATA_LOSS when its key is not "namespace/key".
+absl::StatusOr<ObjectChange> ReadLogRow(absl::string_view origin,
+                                        const Stmt& st) {
+  ObjectChange c;
+  c.stamp.origin = std::string(origin);
+  c.stamp.seq = st.ColumnInt(0);
+  c.stamp.hlc = static_cast<HlcTime>(st.ColumnInt(1));
+  const std::string key = st.ColumnText(2);
+  const size_t slash = key.find('/');
+  if (slash == std::string::npos) {
+    return absl::DataLossError(
+        absl::StrCat("change_log ", Describe(origin, c.stamp.seq), ": key \"",
+                     key, "\" is not namespace/key"));
+  }
+  c.ns = key.substr(0, slash);
+  c.key = key.substr(slash + 1);
+  if (!st.ColumnIsNull(3)) c.value = st.ColumnBlob(3);
+  if (!st.ColumnIsNull(4)) c.stamp.signature = st.ColumnBlob(4);
+  return c;
+}
+
 // Whether (hlc, origin) of `a` is later than that of `b`: the merge rule.
 bool Wins(const ChangeStamp& a, const ChangeStamp& b) {
   return std::tie(a.hlc, a.origin) > std::tie(b.hlc, b.origin);
@@ -202,20 +227,12 @@ absl::StatusOr<int64_t> ObjectStore::SignOwnUnsigned() {
   // Read, sign outside the lock, then write what is still unsigned.
   std::vector<ObjectChange> unsigned_changes;
   RETURN_IF_ERROR(store_->Query(
-      "SELECT seq, hlc, key, value FROM change_log WHERE origin=? AND "
-      "tbl='objects' AND signature IS NULL ORDER BY seq",
+      absl::StrCat("SELECT ", kLogColumns,
+                   " FROM change_log WHERE origin=? AND tbl='objects' AND "
+                   "signature IS NULL ORDER BY seq"),
       [&](Stmt& st) { st.Bind(1, origin()); },
       [&](const Stmt& st) -> absl::Status {
-        ObjectChange c;
-        c.stamp.origin = origin();
-        c.stamp.seq = st.ColumnInt(0);
-        c.stamp.hlc = static_cast<HlcTime>(st.ColumnInt(1));
-        const std::string key = st.ColumnText(2);
-        const size_t slash = key.find('/');
-        if (slash == std::string::npos) return absl::OkStatus();
-        c.ns = key.substr(0, slash);
-        c.key = key.substr(slash + 1);
-        if (!st.ColumnIsNull(3)) c.value = st.ColumnBlob(3);
+        ASSIGN_OR_RETURN(ObjectChange c, ReadLogRow(origin(), st));
         unsigned_changes.push_back(std::move(c));
         return absl::OkStatus();
       }));
@@ -382,18 +399,10 @@ absl::StatusOr<ApplyResult> ObjectStore::ApplyRemote(const ObjectChange& c,
                      "; refused change ", Describe(c.stamp.origin, c.stamp.seq),
                      " sent by ", sender));
   }
+  // Checked before the transaction, which it would hold up. The Replicator
+  // passes only changes past what it holds, so copies already held are not
+  // checked again.
   if (verifier_) {
-    // Relays send most changes more than once: one held already is not
-    // checked again (the transaction below checks the sequence anyway).
-    int64_t held = 0;
-    RETURN_IF_ERROR(store_->Query(
-        "SELECT seq FROM replica_versions WHERE origin=?",
-        [&](Stmt& st) { st.Bind(1, c.stamp.origin); },
-        [&](const Stmt& st) {
-          held = st.ColumnInt(0);
-          return absl::OkStatus();
-        }));
-    if (c.stamp.seq <= held) return ApplyResult::kDuplicate;
     if (absl::Status v = verifier_(c, SigningBytes(c)); !v.ok()) {
       if (!absl::IsUnavailable(v)) {
         log::Warn("replication: refused a change its origin did not sign",
@@ -500,26 +509,12 @@ absl::StatusOr<ChangeBatch> ObjectStore::ReadChanges(absl::string_view origin,
                        "): resync in full"));
     }
     return tx.Query(
-        "SELECT seq, hlc, key, value, signature FROM change_log WHERE "
-        "origin=? AND "
-        "seq>? AND tbl='objects' ORDER BY seq",
+        absl::StrCat("SELECT ", kLogColumns,
+                     " FROM change_log WHERE origin=? AND seq>? AND "
+                     "tbl='objects' ORDER BY seq"),
         [&](Stmt& st) { st.Bind(1, origin).Bind(2, after); },
         [&](const Stmt& st) -> absl::Status {
-          ObjectChange c;
-          c.stamp.origin = std::string(origin);
-          c.stamp.seq = st.ColumnInt(0);
-          c.stamp.hlc = static_cast<HlcTime>(st.ColumnInt(1));
-          const std::string key = st.ColumnText(2);
-          const size_t slash = key.find('/');
-          if (slash == std::string::npos) {
-            return absl::DataLossError(
-                absl::StrCat("change_log ", Describe(origin, c.stamp.seq),
-                             ": key \"", key, "\" is not namespace/key"));
-          }
-          c.ns = key.substr(0, slash);
-          c.key = key.substr(slash + 1);
-          if (!st.ColumnIsNull(3)) c.value = st.ColumnBlob(3);
-          if (!st.ColumnIsNull(4)) c.stamp.signature = st.ColumnBlob(4);
+          ASSIGN_OR_RETURN(ObjectChange c, ReadLogRow(origin, st));
           const size_t size = SizeOf(c);
           if (!batch.changes.empty() && batch.bytes + size > max_bytes) {
             return absl::CancelledError("chunk full");  // stops the query
@@ -541,6 +536,25 @@ absl::StatusOr<SnapshotChunk> ObjectStore::ReadSnapshot(
   chunk.done = true;
   absl::Status s = store_->InTransaction([&](Transaction& tx) -> absl::Status {
     ASSIGN_OR_RETURN(chunk.versions, ReadVector(tx, false));
+    if (after == std::pair<std::string, std::string>()) {
+      // Each origin's change at the seq the vector names, signed by it: what
+      // lets the receiver take the vector as true (FinishResync).
+      for (const auto& entry : chunk.versions) {
+        const std::string& origin = entry.first;  // captured below
+        const int64_t seq = entry.second;
+        RETURN_IF_ERROR(tx.Query(
+            absl::StrCat("SELECT ", kLogColumns,
+                         " FROM change_log WHERE origin=? AND seq=? AND "
+                         "tbl='objects'"),
+            [&](Stmt& st) { st.Bind(1, origin).Bind(2, seq); },
+            [&](const Stmt& st) -> absl::Status {
+              ASSIGN_OR_RETURN(ObjectChange c, ReadLogRow(origin, st));
+              chunk.bytes += SizeOf(c);
+              chunk.proofs.push_back(std::move(c));
+              return absl::OkStatus();
+            }));
+      }
+    }
     return tx.Query(
         absl::StrCat(kSelectRow,
                      "WHERE (namespace, key) > (?, ?) ORDER BY namespace, key"),
@@ -654,7 +668,34 @@ absl::Status ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
   return absl::OkStatus();
 }
 
-absl::Status ObjectStore::FinishResync(const VersionVector& base) {
+absl::Status ObjectStore::FinishResync(const VersionVector& base,
+                                       const std::vector<ObjectChange>& proofs,
+                                       absl::string_view sender) {
+  // The vector is the sender's word; an origin's change at that seq, signed
+  // by the origin, is proof. Without it, this node would take as held (and
+  // then drop as duplicates) changes the origin never made.
+  VersionVector proven;
+  std::vector<const ObjectChange*> logged;
+  for (const ObjectChange& c : proofs) {
+    auto it = base.find(c.stamp.origin);
+    if (it == base.end() || c.stamp.seq != it->second) continue;
+    RETURN_IF_ERROR(Validate(c.ns, c.key, c.value));
+    if (verifier_) {
+      absl::Status v = verifier_(c, SigningBytes(c));
+      if (absl::IsUnavailable(v)) {
+        return Annotate(v, absl::StrCat("resync from ", sender));
+      }
+      if (!v.ok()) {
+        log::Warn("replication: a resync's proof its origin did not sign",
+                  {{"change", Describe(c.stamp.origin, c.stamp.seq)},
+                   {"sender", sender},
+                   {"error", v}});
+        continue;
+      }
+    }
+    proven[c.stamp.origin] = c.stamp.seq;
+    logged.push_back(&c);
+  }
   return store_->InReplicatedTransaction([&](Transaction& tx) -> absl::Status {
     ASSIGN_OR_RETURN(VersionVector held, ReadVector(tx, false));
     for (const auto& entry : base) {
@@ -671,10 +712,26 @@ absl::Status ObjectStore::FinishResync(const VersionVector& base) {
             {{"origin", origin}, {"held", At(held, origin)}, {"peer", seq}});
         continue;
       }
+      if (At(proven, origin) != seq) {
+        log::Warn("replication: a resync claims changes it cannot prove",
+                  {{"origin", origin},
+                   {"claimed", seq},
+                   {"held", At(held, origin)},
+                   {"sender", sender}});
+        continue;
+      }
       RETURN_IF_ERROR(tx.Execute(
-          "INSERT INTO replica_versions(origin, seq, floor) VALUES(?1, ?2, ?2) "
-          "ON CONFLICT(origin) DO UPDATE SET seq=?2, floor=max(floor, ?2)",
-          [&](Stmt& st) { st.Bind(1, origin).Bind(2, seq); }));
+          "INSERT INTO replica_versions(origin, seq, floor) VALUES(?1, ?2, ?3) "
+          "ON CONFLICT(origin) DO UPDATE SET seq=?2, floor=max(floor, ?3)",
+          [&](Stmt& st) { st.Bind(1, origin).Bind(2, seq).Bind(3, seq - 1); }));
+    }
+    // The proofs join the log: this node can prove its vector in turn.
+    for (const ObjectChange* c : logged) {
+      if (At(held, c->stamp.origin) >= c->stamp.seq ||
+          c->stamp.origin == this->origin()) {
+        continue;
+      }
+      RETURN_IF_ERROR(AppendLog(tx, *c));
     }
     return absl::OkStatus();
   });

@@ -97,6 +97,10 @@ struct SnapshotChunk {
   bool done = false;
   std::vector<Object> rows;
   VersionVector versions;
+  // In the first chunk (`after` empty): for each origin of `versions`, its
+  // change at that seq from the log, signed by the origin: the proof of the
+  // vector that FinishResync asks for.
+  std::vector<ObjectChange> proofs;
   size_t bytes = 0;
 };
 
@@ -227,9 +231,16 @@ class ObjectStore {
   // the sender had seen its change (it was superseded there and collected).
   absl::Status ApplySnapshot(const SnapshotChunk& chunk,
                              absl::string_view sender);
-  // Ends a full resync whose first chunk carried `base`: this node now
-  // holds every change up to it, and its log lacks the ones it skipped.
-  absl::Status FinishResync(const VersionVector& base);
+  // Ends a full resync from `sender` whose first chunk carried `base` and
+  // `proofs`: this node now holds every change up to it, and its log lacks
+  // the ones it skipped. An origin's entry counts only up to a proof, its
+  // change at exactly that seq (signed by it, with a verifier; a forged
+  // one is ignored, UNAVAILABLE for an unknown origin): a sender cannot
+  // make this node take as held, and drop, changes an origin never made.
+  // The proofs join the log.
+  absl::Status FinishResync(const VersionVector& base,
+                            const std::vector<ObjectChange>& proofs,
+                            absl::string_view sender);
 
   // Removes tombstones and log entries that every live member has seen
   // (seq at or below `seen_by_all[origin]`) or stamped before `cutoff`,

@@ -7,6 +7,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -30,7 +31,10 @@ class ReplicaLog {
       const std::pair<std::string, std::string>& after, size_t max_bytes) = 0;
   virtual absl::Status ApplySnapshot(const store::SnapshotChunk& chunk,
                                      absl::string_view sender) = 0;
-  virtual absl::Status FinishResync(const store::VersionVector& base) = 0;
+  virtual absl::Status FinishResync(
+      const store::VersionVector& base,
+      const std::vector<store::ObjectChange>& proofs,
+      absl::string_view sender) = 0;
   virtual absl::StatusOr<store::GcResult> CollectGarbage(
       const store::VersionVector& seen_by_all, store::HlcTime cutoff) = 0;
 };
@@ -64,8 +68,10 @@ class ObjectStoreLog final : public ReplicaLog {
                              absl::string_view sender) override {
     return objects_->ApplySnapshot(chunk, sender);
   }
-  absl::Status FinishResync(const store::VersionVector& base) override {
-    return objects_->FinishResync(base);
+  absl::Status FinishResync(const store::VersionVector& base,
+                            const std::vector<store::ObjectChange>& proofs,
+                            absl::string_view sender) override {
+    return objects_->FinishResync(base, proofs, sender);
   }
   absl::StatusOr<store::GcResult> CollectGarbage(
       const store::VersionVector& seen_by_all, store::HlcTime cutoff) override {

@@ -249,7 +249,7 @@ absl::Status Replicator::HandleDigest(absl::string_view peer,
       // view of us (how far behind we are) is as fresh as ours of it.
       ++stats_.digests_in_sync;
       peer_versions_[p] = held_;
-      if (digest.reply()) SendFingerprint(p, now, /*reply=*/false);
+      if (digest.reply()) SendFingerprint(p, /*reply=*/false);
       return absl::OkStatus();
     }
     // Different: the full exchange, started by us, at most once per
@@ -301,8 +301,7 @@ uint64_t Replicator::Fingerprint(const store::VersionVector& v) {
   return h;
 }
 
-void Replicator::SendFingerprint(const std::string& peer, absl::Time now,
-                                 bool reply) {
+void Replicator::SendFingerprint(const std::string& peer, bool reply) {
   v1::ReplicationMessage m;
   m.mutable_digest()->set_fingerprint(Fingerprint(held_));
   m.mutable_digest()->set_by_fingerprint(true);
@@ -422,6 +421,9 @@ bool Replicator::FillSnapshot(OutStream& s, v1::ReplicationChunk* chunk) {
   chunk->set_last_namespace(snap->last.first);
   chunk->set_last_key(snap->last.second);
   for (const store::Object& row : snap->rows) *chunk->add_rows() = ToProto(row);
+  for (const store::ObjectChange& c : snap->proofs) {
+    *chunk->add_proofs() = ToProto(c);
+  }
   ToProto(snap->versions, chunk->mutable_versions());
   stats_.rows_streamed += snap->rows.size();
   if (!snap->rows.empty()) s.after = snap->last;
@@ -491,6 +493,15 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
     return versions.status();
   }
   snap.versions = *std::move(versions);
+  std::vector<store::ObjectChange> proofs;
+  for (const v1::ReplicationChange& p : chunk.proofs()) {
+    absl::StatusOr<store::ObjectChange> c = FromProto(p);
+    if (!c.ok()) {
+      ++stats_.malformed;
+      return c.status();
+    }
+    proofs.push_back(*std::move(c));
+  }
   absl::Status applied = log_->ApplySnapshot(snap, peer);
   if (!applied.ok()) {
     ++stats_.store_errors;
@@ -501,6 +512,7 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
   in.received.insert(chunk.index());
   if (chunk.index() == 0) {
     in.base = snap.versions;
+    in.proofs = std::move(proofs);
     in.have_base = true;
   }
   if (chunk.last()) in.last_index = static_cast<int64_t>(chunk.index());
@@ -510,8 +522,9 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
   }
   // Every range arrived: this node holds all the sender held at chunk 0.
   const store::VersionVector base = in.base;
+  std::vector<store::ObjectChange> resync_proofs = std::move(in.proofs);
   snapshots_.erase({std::string(peer), chunk.stream()});
-  RETURN_IF_ERROR(log_->FinishResync(base));
+  RETURN_IF_ERROR(log_->FinishResync(base, resync_proofs, peer));
   RETURN_IF_ERROR(ReloadVersions());
   ++stats_.resyncs_completed;
   std::vector<store::ObjectChange> fresh;
@@ -525,7 +538,7 @@ void Replicator::Tick(absl::Time now) {
   if (now >= next_anti_entropy_) {
     next_anti_entropy_ = now + options_.anti_entropy_interval;
     std::vector<std::string> peer = RandomPeers(1, "", "");
-    if (!peer.empty()) SendFingerprint(peer[0], now, /*reply=*/true);
+    if (!peer.empty()) SendFingerprint(peer[0], /*reply=*/true);
   }
   if (now >= next_gc_) {
     next_gc_ = now + options_.gc_interval;

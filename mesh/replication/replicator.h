@@ -27,13 +27,12 @@
 // goes to one random peer, which answers with its own when they match (so
 // that each knows the other holds the same); a peer whose vector has
 // another fingerprint starts the exchange: a digest (its version vector),
-// answered with ours;
-// each side then streams to the other only the changes it lacks, in chunks of
-// at most `max_chunk_bytes`, at most `window` unacknowledged per stream
-// (backpressure) and at most `max_streams` streams at once. A peer behind the
-// log's floor (changes compacted by GC) gets a full snapshot instead. Live
-// pushes never queue behind a stream: a stream has at most `window` chunks out,
-// and pushes are sent as they happen.
+// answered with ours. Each side then streams to the other only the changes
+// it lacks, in chunks of at most `max_chunk_bytes`, at most `window`
+// unacknowledged per stream (backpressure) and at most `max_streams` streams
+// at once. A peer behind the log's floor (changes compacted by GC) gets a
+// full snapshot instead. Live pushes never queue behind a stream: a stream
+// has at most `window` chunks out, and pushes are sent as they happen.
 //
 // Received changes that arrive ahead of a gap (seq not the next of their
 // origin) wait in a bounded buffer until the gap fills, and the sender is
@@ -211,7 +210,8 @@ class Replicator {
   };
   // A snapshot this node receives.
   struct InSnapshot {
-    store::VersionVector base;  // from chunk 0
+    store::VersionVector base;                // from chunk 0
+    std::vector<store::ObjectChange> proofs;  // of `base`, from chunk 0
     bool have_base = false;
     std::set<uint64_t> received;
     int64_t last_index = -1;  // known once the last chunk arrived
@@ -244,7 +244,7 @@ class Replicator {
   void SendDigest(const std::string& peer, bool reply, absl::Time now);
   // The periodic digest: the fingerprint of our vector only; `reply` asks
   // the peer for its own when they match.
-  void SendFingerprint(const std::string& peer, absl::Time now, bool reply);
+  void SendFingerprint(const std::string& peer, bool reply);
   // Whether a digest with our vector may go to `peer` now: none went to it
   // within min_digest_gap.
   bool DigestDue(absl::string_view peer, absl::Time now) const;

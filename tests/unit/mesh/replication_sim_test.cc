@@ -734,7 +734,23 @@ TEST_CASE("bad options and malformed messages are INVALID_ARGUMENT") {
   c->set_deleted(true);
   c->set_value("x");
   CHECK(rep.HandleMessage("n01", m, kStart).message().substr(0, 6) == "value:");
-  CHECK(rep.stats().malformed == 3);
+  c->set_deleted(false);
+  c->set_signature(std::string(513, 's'));
+  CHECK(rep.HandleMessage("n01", m, kStart).message().substr(0, 10) ==
+        "signature:");
+  c->clear_signature();
+  CHECK(rep.stats().malformed == 4);
+  // A snapshot chunk with a malformed proof is refused whole.
+  v1::ReplicationMessage chunk;
+  chunk.mutable_chunk()->set_snapshot(true);
+  chunk.mutable_chunk()->set_last(true);
+  chunk.mutable_chunk()->add_proofs()->set_origin("n01");  // seq 0
+  auto proof = rep.HandleMessage("n01", chunk, kStart);
+  CHECK(proof.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(proof.message().substr(0, 4) == "seq:");
+  CHECK(rep.stats().malformed == 5);
+  CHECK(rep.stats().resyncs_completed == 0);
+  rep.TakeOutbox();
 
   // A sender cannot make a change travel further than this node would.
   c->set_namespace_("kv");

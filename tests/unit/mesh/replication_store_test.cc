@@ -463,22 +463,35 @@ TEST_CASE("a full resync brings a replica up without resurrecting deletes") {
   // The snapshot, in small chunks.
   std::pair<std::string, std::string> after;
   VersionVector base;
+  std::vector<ObjectChange> proofs;
   int chunks = 0;
   for (;;) {
     auto chunk = a.objects->ReadSnapshot(after, 100);
     REQUIRE(chunk.ok());
-    if (chunks++ == 0) base = chunk->versions;
+    if (chunks++ == 0) {
+      base = chunk->versions;
+      proofs = chunk->proofs;
+    }
     REQUIRE(r.objects->ApplySnapshot(*chunk, "a").ok());
     if (chunk->done) break;
     after = chunk->last;
   }
   CHECK(chunks > 5);
-  REQUIRE(r.objects->FinishResync(base).ok());
+  REQUIRE(r.objects->FinishResync(base, proofs, "a").ok());
   CHECK_FALSE(r.Value("kv", "k").has_value());  // not resurrected
   CHECK(r.Value("kv", "n19") == "v");
   CHECK(r.Value("kv", "mine") == "written while away");  // not lost
   CHECK(r.objects->Versions()->at("a") == 22);
-  CHECK(r.objects->Floors()->at("a") == 22);
+  // a's change 22 came as the proof of the vector, and is logged: r can
+  // serve it, and prove its own vector in turn.
+  CHECK(r.objects->Floors()->at("a") == 21);
+  auto proof = r.objects->ReadChanges("a", 21, 1 << 20);
+  REQUIRE(proof.ok());
+  REQUIRE(proof->changes.size() == 1);
+  CHECK(proof->changes[0].stamp.seq == 22);
+  auto again = r.objects->ReadSnapshot({}, 1 << 20);
+  REQUIRE(again.ok());
+  CHECK(again->proofs.size() == 2);  // a's and r's
   CHECK(r.objects->Versions()->at("r") == mine.stamp.seq);
   // Its own write still reaches a through the log.
   auto fromr = r.objects->ReadChanges("r", 0, 1 << 20);
@@ -502,10 +515,8 @@ ChangeSigner FakeSigner(const std::string& origin) {
 }
 struct FakeVerifier {
   std::set<std::string> keys;  // origins whose key is known
-  int calls = 0;
   ObjectStore::ChangeVerifier Get() {
     return [this](const ObjectChange& c, absl::string_view bytes) {
-      ++calls;
       if (!keys.contains(c.stamp.origin)) {
         return absl::UnavailableError("origin's key unknown");
       }
@@ -562,10 +573,11 @@ TEST_CASE("signed changes: a relay cannot forge or alter another's change") {
   auto relayed = r.objects->ReadChanges("a", 0, 1 << 20);
   REQUIRE(relayed.ok());
   CHECK(relayed->changes.at(0) == put);
-  // A copy that comes again is a duplicate, not checked again.
-  const int calls = v.calls;
+  // A copy that comes again is a duplicate; a forged copy of it is still
+  // a forgery.
   CHECK(*r.objects->ApplyRemote(put, "b") == ApplyResult::kDuplicate);
-  CHECK(v.calls == calls);
+  CHECK(r.objects->ApplyRemote(altered, "b").status().code() ==
+        absl::StatusCode::kPermissionDenied);
 
   // An origin whose key is not known yet: UNAVAILABLE, nothing taken; the
   // same change is taken once the key is known.
@@ -651,6 +663,47 @@ TEST_CASE("changes made before the node had a key are signed once it has") {
   CHECK(r.Value("kv", "k") == "2");
   CHECK(r.Value("kv", "kept") == "1");
   CHECK(r.Value("kv", "last") == "1");
+}
+
+TEST_CASE("a resync cannot claim changes an origin never signed") {
+  // m, a member, answers r's digest with a one-chunk "snapshot" that claims
+  // a's changes up to 1,000,000: taken as true, r would hold them as seen
+  // and drop a's real next changes as duplicates, for good.
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock);
+  Node r(dir, "r", &clock);
+  a.store->SetChangeSigner(FakeSigner("a"));
+  FakeVerifier v{{"a", "m"}};
+  r.objects->SetChangeVerifier(v.Get());
+  REQUIRE(r.objects->ApplyRemote(a.Put("kv", "k", "1"), "a").ok());
+  const VersionVector claimed = {{"a", 1'000'000}};
+  // No proof; a proof m signed itself; a's real change 1 for seq 1000000.
+  ObjectChange forged = Change("a", 1'000'000, At(kStart), "x", "1");
+  forged.stamp.signature =
+      FakeSignature("m", ObjectStore::SigningBytes(forged));
+  auto real = a.objects->ReadChanges("a", 0, 1 << 20);
+  REQUIRE(real.ok());
+  ObjectChange renumbered = real->changes.at(0);
+  renumbered.stamp.seq = 1'000'000;
+  for (const std::vector<ObjectChange>& proofs :
+       {std::vector<ObjectChange>{}, std::vector{forged},
+        std::vector{renumbered}}) {
+    REQUIRE(r.objects->FinishResync(claimed, proofs, "m").ok());
+    CHECK(r.objects->Versions()->at("a") == 1);
+  }
+  CHECK(r.Count("SELECT count(*) FROM change_log WHERE seq=1000000") == 0);
+  // a's next change is taken as new.
+  ObjectChange next = a.Put("kv", "k", "2");
+  CHECK(*r.objects->ApplyRemote(next, "a") == ApplyResult::kApplied);
+  CHECK(r.Value("kv", "k") == "2");
+  // A proof of an origin r cannot check yet: the resync does not end.
+  Node c(dir, "c", &clock);
+  c.store->SetChangeSigner(FakeSigner("c"));
+  ObjectChange from_c = c.Put("kv", "j", "1");
+  auto unknown = r.objects->FinishResync({{"c", 1}}, {from_c}, "m");
+  CHECK(unknown.code() == absl::StatusCode::kUnavailable);
+  CHECK(r.objects->Versions()->count("c") == 0);
 }
 
 }  // namespace
