@@ -213,7 +213,13 @@ void StateWatchers::Wait(int64_t revision, std::shared_ptr<bool> alive,
 }
 
 void StateWatchers::Notify() {
-  boost::asio::post(*io_, [this] { Check(); });
+  if (notified_.exchange(true)) return;
+  boost::asio::post(*io_, [this] {
+    // Cleared before the check reads the revision: a write after this
+    // point posts a check of its own.
+    notified_ = false;
+    Check();
+  });
 }
 
 void StateWatchers::Arm() {
@@ -266,40 +272,60 @@ grpc::Status StateService::Get(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status StateService::Put(grpc::ServerContext*,
-                               const mycel::v1::PutStateRequest* req,
-                               mycel::v1::StateObject* resp) {
-  if (req->key().empty()) {
-    return ToGrpc(absl::InvalidArgumentError("key: empty"));
-  }
+grpc::ServerUnaryReactor* StateService::Put(
+    grpc::CallbackServerContext* ctx, const mycel::v1::PutStateRequest* req,
+    mycel::v1::StateObject* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::Status valid =
-      ValidateJson(req->value(), state_->limits().max_value_bytes);
-  if (!valid.ok()) return ToGrpc(valid);
+      req->key().empty()
+          ? absl::InvalidArgumentError("key: empty")
+          : ValidateJson(req->value(), state_->limits().max_value_bytes);
   std::optional<store::ObjectVersion> if_version;
-  if (req->has_if_version()) {
+  if (valid.ok() && req->has_if_version()) {
     absl::StatusOr<store::ObjectVersion> v = ParseVersion(req->if_version());
-    if (!v.ok()) return ToGrpc(v.status());
-    if_version = *std::move(v);
+    if (v.ok()) {
+      if_version = *std::move(v);
+    } else {
+      valid = v.status();
+    }
   }
-  absl::StatusOr<store::ObjectChange> c =
-      state_->Put(req->key(), req->value(), std::move(if_version));
-  if (!c.ok()) return ToGrpc(c.status());
-  watchers_->Notify();
-  ToProto(*c, resp);
-  return grpc::Status::OK;
+  if (!valid.ok()) {
+    reactor->Finish(ToGrpc(valid));
+    return reactor;
+  }
+  state_->PutAsync(
+      req->key(), req->value(), std::move(if_version),
+      [this, reactor, resp](absl::StatusOr<store::ObjectChange> c) {
+        if (!c.ok()) {
+          reactor->Finish(ToGrpc(c.status()));
+          return;
+        }
+        watchers_->Notify();
+        ToProto(*c, resp);
+        reactor->Finish(grpc::Status::OK);
+      });
+  return reactor;
 }
 
-grpc::Status StateService::Delete(grpc::ServerContext*,
-                                  const mycel::v1::DeleteStateRequest* req,
-                                  mycel::v1::DeleteStateResponse* resp) {
+grpc::ServerUnaryReactor* StateService::Delete(
+    grpc::CallbackServerContext* ctx, const mycel::v1::DeleteStateRequest* req,
+    mycel::v1::DeleteStateResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (req->key().empty()) {
-    return ToGrpc(absl::InvalidArgumentError("key: empty"));
+    reactor->Finish(ToGrpc(absl::InvalidArgumentError("key: empty")));
+    return reactor;
   }
-  absl::StatusOr<store::ObjectChange> c = state_->Delete(req->key());
-  if (!c.ok()) return ToGrpc(c.status());
-  watchers_->Notify();
-  resp->set_version(absl::StrCat(c->stamp.origin, ":", c->stamp.seq));
-  return grpc::Status::OK;
+  state_->DeleteAsync(
+      req->key(), [this, reactor, resp](absl::StatusOr<store::ObjectChange> c) {
+        if (!c.ok()) {
+          reactor->Finish(ToGrpc(c.status()));
+          return;
+        }
+        watchers_->Notify();
+        resp->set_version(absl::StrCat(c->stamp.origin, ":", c->stamp.seq));
+        reactor->Finish(grpc::Status::OK);
+      });
+  return reactor;
 }
 
 grpc::Status StateService::List(grpc::ServerContext*,

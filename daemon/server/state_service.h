@@ -8,6 +8,7 @@
 #ifndef MYCEL_DAEMON_SERVER_STATE_SERVICE_H_
 #define MYCEL_DAEMON_SERVER_STATE_SERVICE_H_
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
@@ -37,7 +38,8 @@ class StateWatchers {
   // past `revision`. `alive` false by then: dropped unheard.
   void Wait(int64_t revision, std::shared_ptr<bool> alive,
             std::function<void()> wake);
-  // Any thread: a write happened; check now.
+  // Any thread: a write happened; check now. Notifications that come
+  // before the loop has run the last one's check share it.
   void Notify();
 
  private:
@@ -54,11 +56,18 @@ class StateWatchers {
   boost::asio::steady_timer timer_;
   bool armed_ = false;
   std::vector<Waiter> waiters_;
+  // A check is posted and has not started yet.
+  std::atomic<bool> notified_{false};
 };
 
 // Thread-safe. `state`, `watchers` and `io` must outlive it.
-class StateService final : public mycel::v1::State::WithCallbackMethod_Watch<
-                               mycel::v1::State::Service> {
+// Put and Delete use the callback API: a write waits for its group commit
+// (Store::SubmitReplicated) without holding a thread, so concurrent writers
+// share commits instead of threads.
+class StateService final : public mycel::v1::State::WithCallbackMethod_Put<
+                               mycel::v1::State::WithCallbackMethod_Delete<
+                                   mycel::v1::State::WithCallbackMethod_Watch<
+                                       mycel::v1::State::Service>>> {
  public:
   StateService(store::StateStore* state, StateWatchers* watchers,
                boost::asio::io_context* io)
@@ -66,11 +75,12 @@ class StateService final : public mycel::v1::State::WithCallbackMethod_Watch<
 
   grpc::Status Get(grpc::ServerContext*, const mycel::v1::GetStateRequest*,
                    mycel::v1::StateObject*) override;
-  grpc::Status Put(grpc::ServerContext*, const mycel::v1::PutStateRequest*,
-                   mycel::v1::StateObject*) override;
-  grpc::Status Delete(grpc::ServerContext*,
-                      const mycel::v1::DeleteStateRequest*,
-                      mycel::v1::DeleteStateResponse*) override;
+  grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext*,
+                                const mycel::v1::PutStateRequest*,
+                                mycel::v1::StateObject*) override;
+  grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext*,
+                                   const mycel::v1::DeleteStateRequest*,
+                                   mycel::v1::DeleteStateResponse*) override;
   grpc::Status List(grpc::ServerContext*, const mycel::v1::ListStateRequest*,
                     mycel::v1::ListStateResponse*) override;
   grpc::ServerWriteReactor<mycel::v1::StateEvent>* Watch(

@@ -331,49 +331,97 @@ absl::StatusOr<std::vector<Object>> ObjectStore::Dump() {
   return out;
 }
 
+absl::StatusOr<ObjectStore::PreparedWrite> ObjectStore::PrepareWrite(
+    absl::string_view ns, absl::string_view key,
+    std::optional<absl::string_view> value,
+    std::optional<ObjectVersion> if_version) const {
+  PreparedWrite w;
+  w.change.ns = std::string(ns);
+  w.change.key = std::string(key);
+  if (value.has_value()) w.change.value = std::string(*value);
+  RETURN_IF_ERROR(Validate(ns, key, w.change.value));
+  ASSIGN_OR_RETURN(w.owner, OwnerOf(ns, key));
+  if (!w.owner.empty() && w.owner != origin()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("object ", ns, "/", key, " belongs to node ", w.owner,
+                     "; only it may change it, not ", origin()));
+  }
+  w.if_version = std::move(if_version);
+  return w;
+}
+
+absl::Status ObjectStore::ApplyWrite(Transaction& tx, const ChangeStamp& stamp,
+                                     const PreparedWrite& w) {
+  const std::string& ns = w.change.ns;
+  const std::string& key = w.change.key;
+  if (w.if_version.has_value()) {
+    ASSIGN_OR_RETURN(std::optional<Object> now, Current(tx, ns, key));
+    ObjectVersion held;
+    if (now.has_value() && now->value.has_value()) {
+      held = {now->stamp.origin, now->stamp.seq};
+    }
+    if (held.origin != w.if_version->origin || held.seq != w.if_version->seq) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "object ", ns, "/", key, " is at version ",
+          held.seq == 0 ? "none (absent)" : Describe(held.origin, held.seq),
+          ", not the expected ",
+          w.if_version->seq == 0
+              ? "none (absent)"
+              : Describe(w.if_version->origin, w.if_version->seq)));
+    }
+  }
+  RETURN_IF_ERROR(Upsert(tx, ns, key, w.change.value, stamp, w.owner));
+  return SetVersion(tx, stamp.origin, stamp.seq);
+}
+
 absl::StatusOr<ObjectChange> ObjectStore::Write(
     absl::string_view ns, absl::string_view key,
     std::optional<absl::string_view> value,
     std::optional<ObjectVersion> if_version) {
-  ObjectChange change;
-  change.ns = std::string(ns);
-  change.key = std::string(key);
-  if (value.has_value()) change.value = std::string(*value);
-  RETURN_IF_ERROR(Validate(ns, key, change.value));
-  ASSIGN_OR_RETURN(std::string owner, OwnerOf(ns, key));
-  if (!owner.empty() && owner != origin()) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("object ", ns, "/", key, " belongs to node ", owner,
-                     "; only it may change it, not ", origin()));
-  }
+  ASSIGN_OR_RETURN(PreparedWrite w,
+                   PrepareWrite(ns, key, value, std::move(if_version)));
   ASSIGN_OR_RETURN(
-      change.stamp,
+      w.change.stamp,
       store_->WriteReplicated(
-          {.table = kTable, .key = LogKey(ns, key), .value = change.value},
-          [&](Transaction& tx, const ChangeStamp& stamp) -> absl::Status {
-            if (if_version.has_value()) {
-              ASSIGN_OR_RETURN(std::optional<Object> now, Current(tx, ns, key));
-              ObjectVersion held;
-              if (now.has_value() && now->value.has_value()) {
-                held = {now->stamp.origin, now->stamp.seq};
-              }
-              if (held.origin != if_version->origin ||
-                  held.seq != if_version->seq) {
-                return absl::FailedPreconditionError(absl::StrCat(
-                    "object ", ns, "/", key, " is at version ",
-                    held.seq == 0 ? "none (absent)"
-                                  : Describe(held.origin, held.seq),
-                    ", not the expected ",
-                    if_version->seq == 0
-                        ? "none (absent)"
-                        : Describe(if_version->origin, if_version->seq)));
-              }
-            }
-            RETURN_IF_ERROR(Upsert(tx, ns, key, change.value, stamp, owner));
-            return SetVersion(tx, stamp.origin, stamp.seq);
+          {.table = kTable, .key = LogKey(ns, key), .value = w.change.value},
+          [&w](Transaction& tx, const ChangeStamp& stamp) {
+            return ApplyWrite(tx, stamp, w);
           }));
-  if (listener_) listener_(change);
-  return change;
+  if (listener_) listener_(w.change);
+  return std::move(w.change);
+}
+
+void ObjectStore::WriteAsync(absl::string_view ns, absl::string_view key,
+                             std::optional<absl::string_view> value,
+                             std::optional<ObjectVersion> if_version,
+                             WriteDone done) {
+  absl::StatusOr<PreparedWrite> prepared =
+      PrepareWrite(ns, key, value, std::move(if_version));
+  if (!prepared.ok()) {
+    std::move(done)(prepared.status());
+    return;
+  }
+  // Shared by the statements and the answer, which both run on the
+  // committer thread, one after the other (or the answer alone, when the
+  // store is closing).
+  auto w = std::make_shared<PreparedWrite>(*std::move(prepared));
+  ReplicatedChange change{
+      .table = kTable, .key = LogKey(ns, key), .value = w->change.value};
+  store_->SubmitReplicated(
+      std::move(change),
+      [w](Transaction& tx, const ChangeStamp& stamp) {
+        return ApplyWrite(tx, stamp, *w);
+      },
+      [this, w,
+       done = std::move(done)](absl::StatusOr<ChangeStamp> stamp) mutable {
+        if (!stamp.ok()) {
+          std::move(done)(stamp.status());
+          return;
+        }
+        w->change.stamp = *std::move(stamp);
+        if (listener_) listener_(w->change);
+        std::move(done)(std::move(w->change));
+      });
 }
 
 absl::StatusOr<ApplyResult> ObjectStore::ApplyRemote(const ObjectChange& c,

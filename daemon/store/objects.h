@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -193,6 +194,15 @@ class ObjectStore {
       std::optional<absl::string_view> value,
       std::optional<ObjectVersion> if_version = std::nullopt);
 
+  // Write without waiting: `done` gets what Write would return, on the
+  // store's committer thread once the commit is durable (see
+  // Store::SubmitReplicated for what `done` may do), or at once, on this
+  // thread, when the arguments are refused before any commit.
+  using WriteDone = absl::AnyInvocable<void(absl::StatusOr<ObjectChange>) &&>;
+  void WriteAsync(absl::string_view ns, absl::string_view key,
+                  std::optional<absl::string_view> value,
+                  std::optional<ObjectVersion> if_version, WriteDone done);
+
   // --- Replication ---
 
   // Applies a change made by another origin and sent by `sender` (the
@@ -254,6 +264,19 @@ class ObjectStore {
  private:
   absl::Status Validate(absl::string_view ns, absl::string_view key,
                         const std::optional<std::string>& value) const;
+  // A local write checked and ready to commit (Write and WriteAsync).
+  struct PreparedWrite {
+    ObjectChange change;
+    std::string owner;
+    std::optional<ObjectVersion> if_version;
+  };
+  absl::StatusOr<PreparedWrite> PrepareWrite(
+      absl::string_view ns, absl::string_view key,
+      std::optional<absl::string_view> value,
+      std::optional<ObjectVersion> if_version) const;
+  // Its statements, in the group commit's transaction.
+  static absl::Status ApplyWrite(Transaction& tx, const ChangeStamp& stamp,
+                                 const PreparedWrite& w);
 
   Store* const store_;
   const Options options_;

@@ -48,6 +48,19 @@ absl::StatusOr<ObjectChange> StateStore::Delete(absl::string_view key) {
   return objects_->Write(kStateNamespace, key, std::nullopt);
 }
 
+void StateStore::PutAsync(absl::string_view key, absl::string_view value,
+                          std::optional<ObjectVersion> if_version,
+                          ObjectStore::WriteDone done) {
+  objects_->WriteAsync(kStateNamespace, key, value, std::move(if_version),
+                       std::move(done));
+}
+
+void StateStore::DeleteAsync(absl::string_view key,
+                             ObjectStore::WriteDone done) {
+  objects_->WriteAsync(kStateNamespace, key, std::nullopt, std::nullopt,
+                       std::move(done));
+}
+
 absl::StatusOr<StatePage> StateStore::List(absl::string_view prefix,
                                            absl::string_view after, int limit) {
   StatePage page;

@@ -69,6 +69,11 @@ class StateStore {
                                    absl::string_view value,
                                    std::optional<ObjectVersion> if_version);
   absl::StatusOr<ObjectChange> Delete(absl::string_view key);
+  // As ObjectStore::WriteAsync, in the kv namespace.
+  void PutAsync(absl::string_view key, absl::string_view value,
+                std::optional<ObjectVersion> if_version,
+                ObjectStore::WriteDone done);
+  void DeleteAsync(absl::string_view key, ObjectStore::WriteDone done);
 
   // Live keys starting with `prefix` and after `after`, in key order, at
   // most `limit` of them, read in one transaction with the revision.

@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/types.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "runtime/fs.h"
 #include "runtime/log.h"
 #include "runtime/status.h"
@@ -35,6 +37,17 @@ absl::Status Configure(sqlite3* db, bool synchronous_full) {
         absl::StrCat("journal_mode=WAL not accepted (mode is \"",
                      row ? wal.ColumnText(0) : "", "\")"));
   }
+  // temp_store=MEMORY: the group commit's savepoint per write journals the
+  // pages it changes in a statement journal, which otherwise goes to a
+  // temporary file (about half of the pwrite calls of a put). A checkpoint
+  // every 4,000 pages (16 MiB of WAL) rather than SQLite's 1,000 writes
+  // each page changed by many puts (the tail of the change log, the
+  // version row) to the database once per checkpoint instead of four
+  // times. Both measured with tests/bench/state_put_bench
+  // (docs/performance.md).
+  RETURN_IF_ERROR(Exec(db,
+                       "PRAGMA temp_store=MEMORY;"
+                       "PRAGMA wal_autocheckpoint=4000;"));
   return Exec(db, synchronous_full ? "PRAGMA foreign_keys=ON;"
                                      "PRAGMA synchronous=FULL;"
                                    : "PRAGMA foreign_keys=ON;"
@@ -267,6 +280,14 @@ Store::Store(std::string path, DbHandle db, int version, Options options,
       hlc_(options.clock, hlc_floor) {}
 
 Store::~Store() {
+  std::thread committer;
+  {
+    absl::MutexLock q(&queue_mu_);
+    closing_ = true;
+    committer = std::move(committer_);
+  }
+  // It commits and answers what is queued, then returns.
+  if (committer.joinable()) committer.join();
   absl::MutexLock lock(&mu_);
   statements_.clear();
   replicated_statements_.clear();
@@ -389,45 +410,100 @@ absl::Status Transaction::Query(
   return store_->QueryLocked(sql, replicated_, bind, row);
 }
 
+namespace {
+// Set on the store's committer thread, where a synchronous write would wait
+// for itself.
+thread_local const Store* store_thread = nullptr;
+}  // namespace
+
 absl::StatusOr<ChangeStamp> Store::WriteReplicated(
     const ReplicatedChange& change,
     absl::FunctionRef<absl::Status(Transaction&, const ChangeStamp&)> apply) {
-  PendingWrite me{&change, apply};
-  std::vector<PendingWrite*> batch;
-  {
-    absl::MutexLock q(&queue_mu_);
-    queue_.push_back(&me);
-    // Another writer commits now: wait; it or the next one takes this
-    // write along.
-    while (committing_ && !me.done) queue_cv_.Wait(&queue_mu_);
-    if (me.done) return std::move(me.result);
-    committing_ = true;
-    batch.swap(queue_);
+  if (store_thread == this) {
+    return absl::FailedPreconditionError(
+        "WriteReplicated called on the store's committer thread, from a "
+        "write's answer");
   }
-  {
-    absl::MutexLock lock(&mu_);
-    CommitBatchLocked(batch);
-  }
-  absl::MutexLock q(&queue_mu_);
-  ++group_stats_.commits;
-  group_stats_.writes += batch.size();
-  for (PendingWrite* w : batch) w->done = true;
-  committing_ = false;
-  queue_cv_.SignalAll();
-  return std::move(me.result);
+  absl::StatusOr<ChangeStamp> result = absl::UnknownError("not committed");
+  absl::Notification committed;
+  // `apply` lives on this stack until `committed`.
+  SubmitReplicated(
+      change,
+      [apply](Transaction& tx, const ChangeStamp& stamp) {
+        return apply(tx, stamp);
+      },
+      [&](absl::StatusOr<ChangeStamp> r) {
+        result = std::move(r);
+        committed.Notify();
+      });
+  committed.WaitForNotification();
+  return result;
 }
 
-void Store::CommitBatchLocked(const std::vector<PendingWrite*>& batch) {
+void Store::SubmitReplicated(ReplicatedChange change, ApplyFn apply,
+                             DoneFn done) {
+  auto w = std::make_unique<PendingWrite>();
+  w->change = std::move(change);
+  w->apply = std::move(apply);
+  w->done = std::move(done);
+  {
+    absl::MutexLock q(&queue_mu_);
+    if (!closing_) {
+      queue_.push_back(std::move(w));
+      if (!committer_.joinable()) {
+        committer_ = std::thread([this] { CommitLoop(); });
+      }
+      return;
+    }
+  }
+  std::move(w->done)(absl::UnavailableError("the store is closing"));
+}
+
+void Store::CommitLoop() {
+  pthread_setname_np(pthread_self(), "mycel-commit");
+  store_thread = this;
+  for (;;) {
+    Batch batch;
+    {
+      absl::MutexLock q(&queue_mu_);
+      queue_mu_.Await(absl::Condition(
+          +[](Store* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return !s->queue_.empty() || s->closing_;
+          },
+          this));
+      // Closing with nothing queued: every write taken has been answered.
+      if (queue_.empty()) return;
+      batch.swap(queue_);
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      CommitBatchLocked(batch);
+    }
+    {
+      absl::MutexLock q(&queue_mu_);
+      ++group_stats_.commits;
+      group_stats_.writes += batch.size();
+    }
+    // Answered here rather than handed to another thread: a handoff per
+    // batch cost more than the answers (measured with state_put_bench).
+    for (std::unique_ptr<PendingWrite>& w : batch) {
+      std::move(w->done)(std::move(w->result));
+    }
+  }
+}
+
+void Store::CommitBatchLocked(const Batch& batch) {
   const int64_t first_seq = next_seq_;
   absl::Status s = ExecuteLocked("BEGIN IMMEDIATE", false, [](Stmt&) {});
   if (!s.ok()) {
-    for (PendingWrite* w : batch) w->result = s;
+    for (const std::unique_ptr<PendingWrite>& w : batch) w->result = s;
     return;
   }
   Transaction tx(this, true);
   std::vector<PendingWrite*> written;
-  for (PendingWrite* w : batch) {
-    const ReplicatedChange& change = *w->change;
+  for (const std::unique_ptr<PendingWrite>& pending : batch) {
+    PendingWrite* w = pending.get();
+    const ReplicatedChange& change = w->change;
     auto it = tables_.find(change.table);
     if (it == tables_.end() || it->second != Replication::kReplicated) {
       w->result = absl::InvalidArgumentError(
@@ -484,8 +560,8 @@ void Store::CommitBatchLocked(const std::vector<PendingWrite*>& batch) {
           !ws.ok() ? ws : Annotate(released, "the group commit's transaction");
       ExecuteLocked("ROLLBACK", false, [](Stmt&) {}).IgnoreError();
       next_seq_ = first_seq;
-      for (PendingWrite* failed : batch) {
-        if (failed->result.ok() || failed == w ||
+      for (const std::unique_ptr<PendingWrite>& failed : batch) {
+        if (failed->result.ok() || failed.get() == w ||
             absl::IsUnknown(failed->result.status())) {
           failed->result = lost;
         }

@@ -22,9 +22,12 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -185,15 +188,29 @@ class Store {
   // change log. INVALID_ARGUMENT when `change.table` is not a declared
   // replicated table. Returns the stamp.
   //
-  // Group commit: writes that arrive while another commits wait, and the
-  // next of them to run commits them all in one transaction, each in its
+  // Group commit: writes are queued, and one committer thread, started by
+  // the first write, commits all that wait in one transaction, each in its
   // own savepoint (an error rolls back that write alone, and takes no
   // sequence number). So concurrent writers share a commit and, with
-  // synchronous=FULL, its fsync. `apply` may run on another writer's
-  // thread; the call returns once the commit that holds it is durable.
+  // synchronous=FULL, its fsync. `apply` runs on the committer thread; the
+  // call returns once the commit that holds it is durable. FAILED_PRECONDITION
+  // when called on the committer thread (from a `done` of SubmitReplicated),
+  // where it would wait for itself.
   absl::StatusOr<ChangeStamp> WriteReplicated(
       const ReplicatedChange& change,
       absl::FunctionRef<absl::Status(Transaction&, const ChangeStamp&)> apply)
+      ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
+
+  // WriteReplicated without waiting: queues the write, and the committer
+  // thread calls `done` with its result once the commit that holds it is
+  // durable (or has failed). `done` runs on the committer thread and holds
+  // up the next commit while it runs: it must be short and must not write
+  // through this store synchronously. A server answers many concurrent
+  // writes this way without a thread for each.
+  using ApplyFn =
+      absl::AnyInvocable<absl::Status(Transaction&, const ChangeStamp&)>;
+  using DoneFn = absl::AnyInvocable<void(absl::StatusOr<ChangeStamp>) &&>;
+  void SubmitReplicated(ReplicatedChange change, ApplyFn apply, DoneFn done)
       ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
 
   // From now on WriteReplicated signs each change with `signer` in the
@@ -278,18 +295,20 @@ class Store {
       bool replicated, absl::FunctionRef<absl::Status(Transaction&)> fn)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // One WriteReplicated call waiting in the group-commit queue; it lives on
-  // its caller's stack until `done`.
+  // One write waiting in the group-commit queue.
   struct PendingWrite {
-    const ReplicatedChange* change;
-    absl::FunctionRef<absl::Status(Transaction&, const ChangeStamp&)> apply;
+    ReplicatedChange change;
+    ApplyFn apply;
+    DoneFn done;
     absl::StatusOr<ChangeStamp> result = absl::UnknownError("not committed");
-    bool done = false;
   };
+  using Batch = std::vector<std::unique_ptr<PendingWrite>>;
+  // The committer thread: commits what is queued, batch after batch, and
+  // calls each write's `done` in commit order, until the store closes.
+  void CommitLoop() ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
   // Commits `batch` in one transaction, a savepoint per write, and sets
   // each one's result.
-  void CommitBatchLocked(const std::vector<PendingWrite*>& batch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CommitBatchLocked(const Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `table` may be written now (the authorizer's question).
   bool MayWrite(absl::string_view table) const;
 
@@ -322,12 +341,12 @@ class Store {
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   ChangeSigner signer_ ABSL_GUARDED_BY(mu_);
 
-  // Group commit (WriteReplicated): the writes waiting for the next
-  // commit, and whether a writer is committing now.
+  // Group commit (SubmitReplicated): the writes waiting for the next
+  // commit, and the thread that commits them.
   absl::Mutex queue_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  absl::CondVar queue_cv_;
-  std::vector<PendingWrite*> queue_ ABSL_GUARDED_BY(queue_mu_);
-  bool committing_ ABSL_GUARDED_BY(queue_mu_) = false;
+  Batch queue_ ABSL_GUARDED_BY(queue_mu_);
+  bool closing_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::thread committer_ ABSL_GUARDED_BY(queue_mu_);
   GroupCommitStats group_stats_ ABSL_GUARDED_BY(queue_mu_);
 };
 

@@ -12,7 +12,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "daemon/store/hlc.h"
 #include "runtime/fs.h"
 #include "runtime/status.h"
@@ -61,6 +63,18 @@ T QueryOne(Store& store, const char* sql) {
       });
   REQUIRE_MESSAGE(s.ok(), s.ToString());
   REQUIRE(out.has_value());
+  return *out;
+}
+// As QueryText, for threads other than the test's: no assertion.
+absl::StatusOr<std::string> QueryOneOr(Store& store, const char* sql) {
+  std::optional<std::string> out;
+  RETURN_IF_ERROR(store.Query(
+      sql, [](Stmt&) {},
+      [&](const Stmt& st) {
+        out = st.ColumnText(0);
+        return absl::OkStatus();
+      }));
+  if (!out.has_value()) return absl::NotFoundError(sql);
   return *out;
 }
 int64_t QueryInt(Store& store, const char* sql) {
@@ -579,6 +593,113 @@ TEST_CASE(
     CHECK(*seqs.begin() == 1);
     CHECK(*seqs.rbegin() == static_cast<int64_t>(seqs.size()));
   }
+}
+
+// SubmitReplicated's apply for a row of table shared.
+Store::ApplyFn PutRow(std::string k, std::string v) {
+  return [k = std::move(k), v = std::move(v)](Transaction& tx,
+                                              const ChangeStamp& stamp) {
+    return tx.Execute(
+        "INSERT INTO shared(k, v, hlc) VALUES(?, ?, ?) ON CONFLICT(k) DO "
+        "UPDATE SET v=excluded.v, hlc=excluded.hlc",
+        [&](Stmt& st) {
+          st.Bind(1, k).Bind(2, v).Bind(3, static_cast<int64_t>(stamp.hlc));
+        });
+  };
+}
+
+TEST_CASE(
+    "SubmitReplicated answers each write once, after its commit, in order, "
+    "and a write from an answer fails instead of waiting for itself") {
+  testing::TempDir dir;
+  SetClock clock;
+  const std::string path = dir.Sub("s.db");
+  constexpr int kWrites = 200;
+  struct Answer {
+    std::string key;
+    absl::StatusOr<ChangeStamp> stamp;
+    // The row, read by the answer: it was committed before.
+    std::string seen;
+  };
+  std::mutex mu;
+  std::vector<Answer> answers;
+  absl::Status nested = absl::OkStatus();
+  {
+    auto s = Store::Open(path, ReplicatedOptions(&clock));
+    REQUIRE(s.ok());
+    Store& store = **s;
+    absl::BlockingCounter left(kWrites + 1);
+    auto answer = [&](std::string k) {
+      return [&, k](absl::StatusOr<ChangeStamp> r) {
+        Answer a{k, std::move(r), ""};
+        const std::string sql =
+            absl::StrCat("SELECT v FROM shared WHERE k='", k, "'");
+        absl::StatusOr<std::string> seen = QueryOneOr(store, sql.c_str());
+        if (seen.ok()) a.seen = *seen;
+        if (k == "0") {
+          nested = Put(store, "nested", "x").status();
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          answers.push_back(std::move(a));
+        }
+        left.DecrementCount();
+      };
+    };
+    // One submitter, no waiting between writes: the committer takes many
+    // at a time.
+    for (int i = 0; i < kWrites; ++i) {
+      const std::string k = absl::StrCat(i);
+      if (i == 100) {
+        store.SubmitReplicated(
+            {.table = "shared", .key = "bad", .value = "x"},
+            [](Transaction& tx, const ChangeStamp&) -> absl::Status {
+              RETURN_IF_ERROR(tx.Execute(
+                  "INSERT INTO shared(k, v) VALUES('bad', 'x')", [](Stmt&) {}));
+              return absl::AbortedError("refused on purpose");
+            },
+            answer("bad"));
+      }
+      store.SubmitReplicated({.table = "shared", .key = k, .value = k},
+                             PutRow(k, k), answer(k));
+    }
+    left.Wait();
+    Store::GroupCommitStats stats = store.group_commit_stats();
+    MESSAGE(stats.writes, " writes in ", stats.commits, " commits");
+    CHECK(stats.writes == kWrites + 1);
+    CHECK(stats.commits < stats.writes);
+    // Queued behind the store's closing: committed and answered before
+    // the store is gone.
+    for (int i = 0; i < 50; ++i) {
+      const std::string k = absl::StrCat("late/", i);
+      store.SubmitReplicated({.table = "shared", .key = k, .value = k},
+                             PutRow(k, k),
+                             [&, k](absl::StatusOr<ChangeStamp> r) {
+                               std::lock_guard<std::mutex> lock(mu);
+                               answers.push_back({k, std::move(r), ""});
+                             });
+    }
+  }
+  CHECK(absl::IsFailedPrecondition(nested));
+  REQUIRE(answers.size() == kWrites + 1 + 50);
+  int64_t last = 0;
+  for (const Answer& a : answers) {
+    if (a.key == "bad") {
+      CHECK(absl::IsAborted(a.stamp.status()));
+      continue;
+    }
+    REQUIRE_MESSAGE(a.stamp.ok(), a.key, ": ", a.stamp.status());
+    // Answered in the order of the sequence, which is the order submitted.
+    CHECK(a.stamp->seq == last + 1);
+    last = a.stamp->seq;
+    if (!absl::StartsWith(a.key, "late/")) CHECK(a.seen == a.key);
+  }
+  auto reopened = Store::Open(path, ReplicatedOptions(&clock));
+  REQUIRE(reopened.ok());
+  CHECK(QueryInt(**reopened, "SELECT count(*) FROM shared") == kWrites + 50);
+  CHECK(QueryInt(**reopened, "SELECT count(*) FROM change_log") ==
+        kWrites + 50);
+  CHECK(QueryInt(**reopened, "SELECT count(*) FROM shared WHERE k='bad'") == 0);
 }
 
 TEST_CASE("the hybrid logical clock never goes back and refuses skew") {
