@@ -293,7 +293,7 @@ mycel_prepare() { # DURABILITY
   done
   impl_version="myceld $("$myceld" --version 2>&1 | head -n 1 | awk '{print $NF}')"
   impl_version+=" (git $(git -C "$src" rev-parse --short HEAD 2>/dev/null ||
-    echo '?')), --durability $1, state_put_bench load mode (C++ gRPC)"
+    echo '?')), --durability $1, state_put_bench load mode (C++ gRPC, callback API)"
   if [[ $1 == full ]]; then
     durability="SQLite WAL, synchronous=FULL: WAL fsync per commit before"
     durability+=" the answer; concurrent puts share a commit (group commit)"

@@ -12,12 +12,17 @@
 //
 //   state_put_bench --socket PATH [--clients C] [--conns K] [--duration S]
 //                   [--warmup S] [--value-size B] [--timeout S]
+//                   [--api callback|sync]
 //
 // Load mode, against a myceld already running on PATH (etcd_bench.sh
-// starts it): the shape of etcdload (tests/bench/etcd/main.go). C threads,
+// starts it): the shape of etcdload (tests/bench/etcd/main.go). C clients,
 // each a closed loop of State.Put (send, wait for the answer, send the
 // next), each with its own gRPC channel and connection (--conns K shares K
-// channels round-robin), distinct keys bench/<client>/<seq>, values that
+// channels round-robin). With --api callback (the default) the clients'
+// loops run on gRPC's few callback threads, as etcdload's goroutines run on
+// Go's; with --api sync each client is a thread blocked in a synchronous
+// call (the load generator before 2026-12-05, which spends more of the
+// shared CPUs on itself). Keys are distinct, bench/<client>/<seq>, values that
 // are a JSON string of exactly B bytes (default 256: quotes included,
 // random alphanumerics inside). Puts that complete in the first --warmup
 // (1 s) are not counted; the window is --duration (10 s) after it. Only
@@ -37,7 +42,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <string>
@@ -126,6 +133,9 @@ struct LoadOptions {
   double warmup_s = 1;
   int value_size = 256;
   double timeout_s = 10;
+  // gRPC's callback API (a few threads for all clients) instead of a
+  // thread per client blocked in a synchronous call.
+  bool callback = true;
 };
 
 // Nearest rank, as etcdload: the ceil(q*n)-th smallest.
@@ -167,57 +177,113 @@ int RunLoad(const LoadOptions& o) {
   std::atomic<long> ok_total{0};
   int errors = 0;
   std::string first_error;
-  std::vector<std::thread> threads;
+  // One client: a closed loop of puts, one in flight. Begin makes the next
+  // request (false when the window is over); End takes its answer.
+  struct Client {
+    int id = 0;
+    mycel::v1::State::Stub* stub = nullptr;
+    std::string value;
+    long seq = 0;
+    std::vector<double> lat;
+    mycel::v1::PutStateRequest req;
+    mycel::v1::StateObject resp;
+    std::unique_ptr<grpc::ClientContext> ctx;
+    Clock::time_point sent;
+  };
+  std::vector<Client> clients(static_cast<size_t>(o.clients));
   for (int id = 0; id < o.clients; ++id) {
-    threads.emplace_back([&, id] {
-      mycel::v1::State::Stub* stub =
-          stubs[static_cast<size_t>(id % nconn)].get();
-      static constexpr char kAlnum[] =
-          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-      std::mt19937_64 rng(std::random_device{}() + static_cast<unsigned>(id));
-      std::string value = "\"";
-      for (int i = 0; i + 2 < o.value_size; ++i) {
-        value += kAlnum[rng() % (sizeof(kAlnum) - 1)];
-      }
-      value += "\"";
-      std::vector<double> lat;
-      lat.reserve(4096);
-      char key[64];
-      for (long seq = 0;; ++seq) {
-        auto t = Clock::now();
-        if (t > end || failed.load(std::memory_order_relaxed)) break;
-        snprintf(key, sizeof(key), "bench/%04d/%010ld", id, seq);
-        mycel::v1::PutStateRequest req;
-        req.set_key(key);
-        req.set_value(value);
-        mycel::v1::StateObject resp;
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::duration_cast<std::chrono::microseconds>(
-                             std::chrono::duration<double>(o.timeout_s)));
-        grpc::Status st = stub->Put(&ctx, req, &resp);
-        auto done = Clock::now();
-        if (!st.ok()) {
-          std::lock_guard<std::mutex> lock(mu);
-          ++errors;
-          if (first_error.empty()) {
-            first_error =
-                absl::StrCat("client ", id, " put ", key, ": code ",
-                             st.error_code(), ": ", st.error_message());
-          }
-          failed = true;
-          break;
-        }
-        ok_total.fetch_add(1, std::memory_order_relaxed);
-        if (t < measure_from || done > end) continue;
-        lat.push_back(
-            std::chrono::duration<double, std::milli>(done - t).count());
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      all_ms.insert(all_ms.end(), lat.begin(), lat.end());
-    });
+    Client& c = clients[static_cast<size_t>(id)];
+    c.id = id;
+    c.stub = stubs[static_cast<size_t>(id % nconn)].get();
+    static constexpr char kAlnum[] =
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    std::mt19937_64 rng(std::random_device{}() + static_cast<unsigned>(id));
+    c.value = "\"";
+    for (int i = 0; i + 2 < o.value_size; ++i) {
+      c.value += kAlnum[rng() % (sizeof(kAlnum) - 1)];
+    }
+    c.value += "\"";
+    c.lat.reserve(4096);
   }
-  for (auto& t : threads) t.join();
+  auto begin = [&](Client& c) {
+    c.sent = Clock::now();
+    if (c.sent > end || failed.load(std::memory_order_relaxed)) return false;
+    char key[64];
+    snprintf(key, sizeof(key), "bench/%04d/%010ld", c.id, c.seq++);
+    c.req.set_key(key);
+    c.req.set_value(c.value);
+    c.resp.Clear();
+    c.ctx = std::make_unique<grpc::ClientContext>();
+    c.ctx->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::duration<double>(o.timeout_s)));
+    return true;
+  };
+  // False when the client stops (an error).
+  auto finish = [&](Client& c, const grpc::Status& st) {
+    auto done = Clock::now();
+    if (!st.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++errors;
+      if (first_error.empty()) {
+        first_error =
+            absl::StrCat("client ", c.id, " put ", c.req.key(), ": code ",
+                         st.error_code(), ": ", st.error_message());
+      }
+      failed = true;
+      return false;
+    }
+    ok_total.fetch_add(1, std::memory_order_relaxed);
+    if (c.sent >= measure_from && done <= end) {
+      c.lat.push_back(
+          std::chrono::duration<double, std::milli>(done - c.sent).count());
+    }
+    return true;
+  };
+  if (o.callback) {
+    // gRPC's callback API: every client's loop runs on gRPC's own few
+    // threads, as etcdload's goroutines run on Go's.
+    std::atomic<int> running{o.clients};
+    std::mutex done_mu;
+    std::condition_variable done_cv;
+    std::function<void(Client&)> next = [&](Client& c) {
+      if (!begin(c)) {
+        if (running.fetch_sub(1) == 1) {
+          std::lock_guard<std::mutex> lock(done_mu);
+          done_cv.notify_all();
+        }
+        return;
+      }
+      c.stub->async()->Put(c.ctx.get(), &c.req, &c.resp,
+                           [&, cp = &c](grpc::Status st) {
+                             if (!finish(*cp, st)) {
+                               if (running.fetch_sub(1) == 1) {
+                                 std::lock_guard<std::mutex> lock(done_mu);
+                                 done_cv.notify_all();
+                               }
+                               return;
+                             }
+                             next(*cp);
+                           });
+    };
+    for (Client& c : clients) next(c);
+    std::unique_lock<std::mutex> lock(done_mu);
+    done_cv.wait(lock, [&] { return running.load() == 0; });
+  } else {
+    std::vector<std::thread> threads;
+    for (Client& c : clients) {
+      threads.emplace_back([&, cp = &c] {
+        while (begin(*cp)) {
+          grpc::Status st = cp->stub->Put(cp->ctx.get(), cp->req, &cp->resp);
+          if (!finish(*cp, st)) break;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  for (Client& c : clients) {
+    all_ms.insert(all_ms.end(), c.lat.begin(), c.lat.end());
+  }
   if (failed) {
     // No figures from a run that met an error: the row is a failure, said
     // on stderr and in the JSON line, and the exit status is 1.
@@ -268,6 +334,11 @@ bool ParseLoadFlag(const std::string& flag, const char* v, LoadOptions* o) {
   if (flag == "--timeout") {
     return absl::SimpleAtod(v, &o->timeout_s) && o->timeout_s > 0;
   }
+  if (flag == "--api") {
+    if (std::string(v) != "callback" && std::string(v) != "sync") return false;
+    o->callback = std::string(v) == "callback";
+    return true;
+  }
   return false;
 }
 
@@ -296,7 +367,7 @@ int main(int argc, char** argv) {
             "usage: state_put_bench [--puts N] [--dir DIR]\n"
             "       state_put_bench --socket PATH [--clients C] [--conns K]\n"
             "         [--duration S] [--warmup S] [--value-size B] "
-            "[--timeout S]\n");
+            "[--timeout S] [--api callback|sync]\n");
     return 2;
   }
   if (argc % 2 == 0) {
