@@ -21,14 +21,13 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(
   std::unique_ptr<ApiServer> self(new ApiServer());
   for (Endpoint& e : endpoints) {
     grpc::ServerBuilder builder;
-    // Calls that wait (Wait, Stop, Logs, Run, Watch) use the callback API
-    // and hold no thread. The sync pool grows with concurrent short calls
-    // and shrinks back to MAX_POLLERS idle threads, so idle memory stays
-    // small; its cap is the number of short calls in progress at once
-    // beyond which a call is refused with RESOURCE_EXHAUSTED. Writes wait
-    // for their group commit on their thread, so the cap must exceed the
-    // concurrent writers a node is expected to take (16 refused a 14th
-    // concurrent State.Put in tests/bench/etcd_bench.sh).
+    // Calls that wait (Wait, Stop, Logs, Run, Watch, and State.Put and
+    // Delete, which wait for their group commit) use the callback API and
+    // hold no thread. The sync pool grows with concurrent short calls and
+    // shrinks back to MAX_POLLERS idle threads, so idle memory stays small;
+    // its cap is the number of short calls in progress at once beyond
+    // which a call is refused with RESOURCE_EXHAUSTED (16 refused a 14th
+    // concurrent State.Put when puts were sync calls).
     builder.SetSyncServerOption(grpc::ServerBuilder::NUM_CQS, 1);
     builder.SetSyncServerOption(grpc::ServerBuilder::MIN_POLLERS, 1);
     builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, 2);

@@ -6,7 +6,11 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -224,6 +228,88 @@ TEST_CASE("a put acknowledged before kill -9 is there after a restart") {
     REQUIRE(after->Put(Call().get(), req, &resp).ok());
     CHECK(resp.seq() > last_seq);
   }
+}
+
+TEST_CASE(
+    "many puts in flight at once are each answered, and of racing "
+    "compare-and-sets on one key exactly one wins") {
+  TempDir dir;
+  DaemonProcess d(dir.path());
+  REQUIRE(d.Start());
+  auto stub = StateStub(d);
+  // More at once than the sync server's thread cap (256): puts hold no
+  // thread while they wait for their commit.
+  constexpr int kPuts = 400;
+  constexpr int kRacers = 40;
+  struct Call {
+    grpc::ClientContext ctx;
+    mycel::v1::PutStateRequest req;
+    mycel::v1::StateObject resp;
+    grpc::Status status;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  std::mutex mu;
+  std::condition_variable cv;
+  int left = kPuts + kRacers;
+  for (int i = 0; i < kPuts + kRacers; ++i) {
+    auto c = std::make_unique<Call>();
+    c->ctx.set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(30));
+    if (i < kPuts) {
+      c->req.set_key(absl::StrCat("many/", i));
+      c->req.set_value(absl::StrCat(i));
+    } else {
+      // Each racer creates the key only if it does not exist yet.
+      c->req.set_key("race");
+      c->req.set_value(absl::StrCat(i));
+      c->req.set_if_version("none");
+    }
+    calls.push_back(std::move(c));
+  }
+  for (auto& c : calls) {
+    stub->async()->Put(&c->ctx, &c->req, &c->resp,
+                       [&, cp = c.get()](grpc::Status st) {
+                         std::lock_guard<std::mutex> lock(mu);
+                         cp->status = std::move(st);
+                         if (--left == 0) cv.notify_all();
+                       });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    REQUIRE(
+        cv.wait_for(lock, std::chrono::seconds(60), [&] { return left == 0; }));
+  }
+  std::set<int64_t> seqs;
+  int won = 0;
+  std::string winner;
+  for (int i = 0; i < kPuts + kRacers; ++i) {
+    const Call& c = *calls[static_cast<size_t>(i)];
+    if (i < kPuts) {
+      REQUIRE_MESSAGE(c.status.ok(), i, ": ", c.status.error_code(), " ",
+                      c.status.error_message());
+      CHECK(c.resp.key() == c.req.key());
+      seqs.insert(c.resp.seq());
+      continue;
+    }
+    if (c.status.ok()) {
+      ++won;
+      winner = c.req.value();
+      seqs.insert(c.resp.seq());
+    } else {
+      CHECK(c.status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+      CHECK(c.status.error_message().find("not the expected none") !=
+            std::string::npos);
+    }
+  }
+  CHECK(won == 1);
+  // One sequence number per acknowledged put, none shared.
+  CHECK(static_cast<int>(seqs.size()) == kPuts + 1);
+  auto got = d.Cli({"state", "get", "race"});
+  REQUIRE(got.exit_code == 0);
+  CHECK(got.out.find(winner) != std::string::npos);
+  auto ls = d.Cli({"-o", "json", "query", "SELECT count(*) AS n FROM kv"});
+  REQUIRE(ls.exit_code == 0);
+  CHECK(ls.out.find(absl::StrCat("\"n\": ", kPuts + 1)) != std::string::npos);
 }
 
 TEST_CASE("myceld refuses an unknown --durability, naming it") {
