@@ -805,14 +805,21 @@ absl::Status Daemon::Start() {
   // (CellManager::Options::protected_pids, left to its default here). At
   // the lowest priority: on a busy host (50 nodes starting on 2 CPUs) it
   // took a third of the CPU from the nodes' first seconds of gossip. An
-  // error here is the first cell's too, and that reports it.
-  precompile_ = std::thread([] {
-    PrecompileSeccomp({}).IgnoreError();
-    SeccompOptions shared_pids;
-    shared_pids.protected_pids = cells::CellManager::DefaultProtectedPids();
-    shared_pids.deny_broadcast_signals = true;
-    PrecompileSeccomp(shared_pids).IgnoreError();
-  });
+  // error here is the first cell's too, and that reports it. Only with a
+  // cell pool: a node that keeps no blank cells ready (--cell-pool 0) does
+  // not ask for a fast first cell, and compiles the profile then. (Nice 19
+  // is no bound across processes when each daemon's threads share a CPU
+  // cgroup of their own: in the 50-node race the compiles still took a
+  // fifth of all the CPU of the first seconds.)
+  if (!config_.has_cell_pool() || config_.cell_pool() > 0) {
+    precompile_ = std::thread([] {
+      PrecompileSeccomp({}).IgnoreError();
+      SeccompOptions shared_pids;
+      shared_pids.protected_pids = cells::CellManager::DefaultProtectedPids();
+      shared_pids.deny_broadcast_signals = true;
+      PrecompileSeccomp(shared_pids).IgnoreError();
+    });
+  }
   return absl::OkStatus();
 }
 

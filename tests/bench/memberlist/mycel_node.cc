@@ -126,7 +126,11 @@ int main(int argc, char** argv) {
   }
   const std::string myceld = argv[1], name = argv[2], port = argv[3],
                     seeds = argv[4], pki = argv[5], work = argv[6];
-  mkdir(work.c_str(), 0755);
+  if (mkdir(work.c_str(), 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "mycel_node: cannot make %s: %s\n", work.c_str(),
+            strerror(errno));
+    return 1;
+  }
   const std::string config = work + "/config.json";
   {
     std::string json = "{\"seeds\": [";
