@@ -5,6 +5,9 @@
 #include <pthread.h>
 #include <sys/types.h>
 
+#include <algorithm>
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "runtime/fs.h"
@@ -274,7 +277,8 @@ Store::Store(std::string path, DbHandle db, int version, Options options,
       origin_(std::move(options.origin)),
       db_(std::move(db)),
       schema_version_(version),
-      hlc_(options.clock, hlc_floor) {}
+      hlc_(options.clock, hlc_floor),
+      max_queued_writes_(std::max<size_t>(1, options.max_queued_writes)) {}
 
 Store::~Store() {
   std::thread committer;
@@ -443,9 +447,16 @@ void Store::SubmitReplicated(ReplicatedChange change, ApplyFn apply,
   w->change = std::move(change);
   w->apply = std::move(apply);
   w->done = std::move(done);
+  absl::Status refused;
   {
     absl::MutexLock q(&queue_mu_);
-    if (!closing_) {
+    if (closing_) {
+      refused = absl::UnavailableError("the store is closing");
+    } else if (queue_.size() >= max_queued_writes_) {
+      refused = absl::ResourceExhaustedError(absl::StrCat(
+          max_queued_writes_,
+          " writes already wait for the next commit; try again later"));
+    } else {
       queue_.push_back(std::move(w));
       if (!committer_.joinable()) {
         committer_ = std::thread([this] { CommitLoop(); });
@@ -453,7 +464,7 @@ void Store::SubmitReplicated(ReplicatedChange change, ApplyFn apply,
       return;
     }
   }
-  std::move(w->done)(absl::UnavailableError("the store is closing"));
+  std::move(w->done)(std::move(refused));
 }
 
 void Store::CommitLoop() {
@@ -470,7 +481,14 @@ void Store::CommitLoop() {
           this));
       // Closing with nothing queued: every write taken has been answered.
       if (queue_.empty()) return;
-      batch.swap(queue_);
+      if (queue_.size() <= kMaxBatch) {
+        batch.swap(queue_);
+      } else {
+        // The oldest first; the rest wait for the next commit.
+        batch.assign(std::make_move_iterator(queue_.begin()),
+                     std::make_move_iterator(queue_.begin() + kMaxBatch));
+        queue_.erase(queue_.begin(), queue_.begin() + kMaxBatch);
+      }
     }
     {
       absl::MutexLock lock(&mu_);

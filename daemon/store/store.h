@@ -134,6 +134,10 @@ class Store {
     // before it returns, so that it survives a power loss too (NORMAL
     // survives a crash of the process, not of the machine).
     bool synchronous_full = false;
+    // Writes queued for the group commit at most; past it a write fails at
+    // once with RESOURCE_EXHAUSTED (a client with too many puts in flight
+    // gets back-pressure, not a daemon that grows without bound).
+    size_t max_queued_writes = 10000;
   };
 
   // Opens the database at `path` and migrates it. Only where no file
@@ -203,10 +207,12 @@ class Store {
 
   // WriteReplicated without waiting: queues the write, and the committer
   // thread calls `done` with its result once the commit that holds it is
-  // durable (or has failed). `done` runs on the committer thread and holds
-  // up the next commit while it runs: it must be short and must not write
-  // through this store synchronously. A server answers many concurrent
-  // writes this way without a thread for each.
+  // durable (or has failed). A commit holds at most kMaxBatch writes. With
+  // Options::max_queued_writes already queued, `done` gets
+  // RESOURCE_EXHAUSTED at once, on this thread. `done` runs on the committer
+  // thread and holds up the next commit while it runs: it must be short and
+  // must not write through this store synchronously. A server answers many
+  // concurrent writes this way without a thread for each.
   using ApplyFn =
       absl::AnyInvocable<absl::Status(Transaction&, const ChangeStamp&)>;
   using DoneFn = absl::AnyInvocable<void(absl::StatusOr<ChangeStamp>) &&>;
@@ -303,6 +309,7 @@ class Store {
     absl::StatusOr<ChangeStamp> result = absl::UnknownError("not committed");
   };
   using Batch = std::vector<std::unique_ptr<PendingWrite>>;
+  static constexpr size_t kMaxBatch = 1000;
   // The committer thread: commits what is queued, batch after batch, and
   // calls each write's `done` in commit order, until the store closes.
   void CommitLoop() ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
@@ -345,6 +352,7 @@ class Store {
   // commit, and the thread that commits them.
   absl::Mutex queue_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   Batch queue_ ABSL_GUARDED_BY(queue_mu_);
+  const size_t max_queued_writes_;
   bool closing_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::thread committer_ ABSL_GUARDED_BY(queue_mu_);
   GroupCommitStats group_stats_ ABSL_GUARDED_BY(queue_mu_);

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
 #include "daemon/store/hlc.h"
 #include "runtime/fs.h"
 #include "runtime/status.h"
@@ -700,6 +701,68 @@ TEST_CASE(
   CHECK(QueryInt(**reopened, "SELECT count(*) FROM change_log") ==
         kWrites + 50);
   CHECK(QueryInt(**reopened, "SELECT count(*) FROM shared WHERE k='bad'") == 0);
+}
+
+TEST_CASE(
+    "a full write queue refuses at once with RESOURCE_EXHAUSTED, and a "
+    "commit holds at most kMaxBatch writes") {
+  testing::TempDir dir;
+  SetClock clock;
+  Store::Options options = ReplicatedOptions(&clock);
+  constexpr size_t kQueue = 2500;
+  options.max_queued_writes = kQueue;
+  auto s = Store::Open(dir.Sub("q.db"), options);
+  REQUIRE(s.ok());
+  Store& store = **s;
+  // A write whose statements wait: the committer holds it, and what comes
+  // after queues.
+  absl::Notification started, release;
+  absl::BlockingCounter left(static_cast<int>(kQueue) + 1);
+  std::mutex mu;
+  std::vector<absl::Status> results;
+  auto record = [&](absl::StatusOr<ChangeStamp> r) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      results.push_back(r.status());
+    }
+    left.DecrementCount();
+  };
+  store.SubmitReplicated(
+      {.table = "shared", .key = "first", .value = "1"},
+      [&, put = PutRow("first", "1")](Transaction& tx,
+                                      const ChangeStamp& stamp) mutable {
+        started.Notify();
+        release.WaitForNotification();
+        return put(tx, stamp);
+      },
+      record);
+  started.WaitForNotification();
+  const Store::GroupCommitStats before = store.group_commit_stats();
+  for (size_t i = 0; i < kQueue; ++i) {
+    const std::string k = absl::StrCat("q/", i);
+    store.SubmitReplicated({.table = "shared", .key = k, .value = k},
+                           PutRow(k, k), record);
+  }
+  // One more: refused on this thread, before this call returns.
+  std::optional<absl::Status> refused;
+  store.SubmitReplicated(
+      {.table = "shared", .key = "over", .value = "1"}, PutRow("over", "1"),
+      [&](absl::StatusOr<ChangeStamp> r) { refused = r.status(); });
+  REQUIRE(refused.has_value());
+  CHECK(absl::IsResourceExhausted(*refused));
+  CHECK(refused->message().find("2500 writes already wait") !=
+        std::string::npos);
+  release.Notify();
+  left.Wait();
+  for (const absl::Status& r : results) CHECK_MESSAGE(r.ok(), r);
+  const Store::GroupCommitStats after = store.group_commit_stats();
+  // The first write's commit, then the 2,500 queued in commits of at most
+  // 1,000.
+  CHECK(after.writes - before.writes == kQueue + 1);
+  CHECK(after.commits - before.commits >= 1 + 3);
+  CHECK(QueryInt(store, "SELECT count(*) FROM shared") ==
+        static_cast<int64_t>(kQueue) + 1);
+  CHECK(QueryInt(store, "SELECT count(*) FROM shared WHERE k='over'") == 0);
 }
 
 TEST_CASE("the hybrid logical clock never goes back and refuses skew") {
