@@ -14,6 +14,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/init/pid1.h"
+#include "daemon/server/grpc_log.h"
 #include "runtime/fs.h"
 #include "runtime/log.h"
 #include "runtime/mount.h"
@@ -63,6 +64,8 @@ int main(int argc, char** argv) {
   // gRPC threads would each get a malloc arena; a node agent's allocation
   // rate does not need them, and each costs resident memory.
   mallopt(M_ARENA_MAX, 2);
+  // Before any channel or server: gRPC's lines come out as the daemon's.
+  mycel::RouteGrpcLogs();
 
   std::vector<std::string> args(argv + 1, argv + argc);
   bool forced_pid1 = false;

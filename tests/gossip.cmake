@@ -6,6 +6,8 @@ mycel_test(pki_signer_test SRCS unit/mesh/pki_signer_test.cc
   DEPS mycel_membership_node mycel_pki mycel_runtime)
 mycel_test(membership_config_test SRCS unit/daemon/membership_config_test.cc
   DEPS mycel_daemon mycel_testing)
+mycel_test(grpc_log_test SRCS unit/daemon/grpc_log_test.cc
+  DEPS mycel_daemon)
 mycel_test(gossip_integration_test
   SRCS integration/mesh/gossip_test.cc
   DEPS mycel_daemon mycel_membership_node mycel_testing
