@@ -197,7 +197,10 @@ class ObjectStore {
   // Write without waiting: `done` gets what Write would return, on the
   // store's committer thread once the commit is durable (see
   // Store::SubmitReplicated for what `done` may do), or at once, on this
-  // thread, when the arguments are refused before any commit.
+  // thread, when the arguments are refused before any commit. This object
+  // must outlive the answers of the writes it queued: the Store answers
+  // every queued write before it closes, so stop the writers (the server)
+  // first.
   using WriteDone = absl::AnyInvocable<void(absl::StatusOr<ObjectChange>) &&>;
   void WriteAsync(absl::string_view ns, absl::string_view key,
                   std::optional<absl::string_view> value,

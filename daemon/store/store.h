@@ -199,7 +199,8 @@ class Store {
   // synchronous=FULL, its fsync. `apply` runs on the committer thread; the
   // call returns once the commit that holds it is durable. FAILED_PRECONDITION
   // when called on the committer thread (from a `done` of SubmitReplicated),
-  // where it would wait for itself.
+  // where it would wait for itself; RESOURCE_EXHAUSTED when the queue is
+  // full, as for SubmitReplicated.
   absl::StatusOr<ChangeStamp> WriteReplicated(
       const ReplicatedChange& change,
       absl::FunctionRef<absl::Status(Transaction&, const ChangeStamp&)> apply)
