@@ -807,10 +807,9 @@ absl::Status Daemon::Start() {
   // took a third of the CPU from the nodes' first seconds of gossip. An
   // error here is the first cell's too, and that reports it. Only with a
   // cell pool: a node that keeps no blank cells ready (--cell-pool 0) does
-  // not ask for a fast first cell, and compiles the profile then. (Nice 19
-  // is no bound across processes when each daemon's threads share a CPU
-  // cgroup of their own: in the 50-node race the compiles still took a
-  // fifth of all the CPU of the first seconds.)
+  // not ask for a fast first cell, and compiles the profile then. (At nice
+  // 19 the compiles still took a fifth of all CPU samples in the first
+  // seconds of the 50-node race, tests/bench/memberlist_bench.sh.)
   if (!config_.has_cell_pool() || config_.cell_pool() > 0) {
     precompile_ = std::thread([] {
       PrecompileSeccomp({}).IgnoreError();

@@ -402,8 +402,8 @@ void ObjectStore::WriteAsync(absl::string_view ns, absl::string_view key,
     return;
   }
   // Shared by the statements and the answer, which both run on the
-  // committer thread, one after the other (or the answer alone, when the
-  // store is closing).
+  // committer thread, one after the other (or the answer alone, on this
+  // thread, when the store refuses the write: closing, or its queue full).
   auto w = std::make_shared<PreparedWrite>(*std::move(prepared));
   ReplicatedChange change{
       .table = kTable, .key = LogKey(ns, key), .value = w->change.value};

@@ -278,7 +278,8 @@ Store::Store(std::string path, DbHandle db, int version, Options options,
       db_(std::move(db)),
       schema_version_(version),
       hlc_(options.clock, hlc_floor),
-      max_queued_writes_(std::max<size_t>(1, options.max_queued_writes)) {}
+      max_queued_writes_(std::max<size_t>(1, options.max_queued_writes)),
+      max_queued_bytes_(options.max_queued_bytes) {}
 
 Store::~Store() {
   std::thread committer;
@@ -456,7 +457,13 @@ void Store::SubmitReplicated(ReplicatedChange change, ApplyFn apply,
       refused = absl::ResourceExhaustedError(absl::StrCat(
           max_queued_writes_,
           " writes already wait for the next commit; try again later"));
+    } else if (!queue_.empty() &&
+               queued_bytes_ + w->bytes() > max_queued_bytes_) {
+      refused = absl::ResourceExhaustedError(absl::StrCat(
+          queued_bytes_, " bytes of writes already wait for the next commit ",
+          "(limit ", max_queued_bytes_, "); try again later"));
     } else {
+      queued_bytes_ += w->bytes();
       queue_.push_back(std::move(w));
       if (!committer_.joinable()) {
         committer_ = std::thread([this] { CommitLoop(); });
@@ -488,6 +495,9 @@ void Store::CommitLoop() {
         batch.assign(std::make_move_iterator(queue_.begin()),
                      std::make_move_iterator(queue_.begin() + kMaxBatch));
         queue_.erase(queue_.begin(), queue_.begin() + kMaxBatch);
+      }
+      for (const std::unique_ptr<PendingWrite>& w : batch) {
+        queued_bytes_ -= w->bytes();
       }
     }
     {

@@ -138,6 +138,10 @@ class Store {
     // once with RESOURCE_EXHAUSTED (a client with too many puts in flight
     // gets back-pressure, not a daemon that grows without bound).
     size_t max_queued_writes = 10000;
+    // And at most this many bytes of their keys and values (1 MiB values
+    // would make 10,000 writes 10 GiB); a write alone in the queue is
+    // always taken.
+    size_t max_queued_bytes = 64 << 20;
   };
 
   // Opens the database at `path` and migrates it. Only where no file
@@ -208,9 +212,10 @@ class Store {
 
   // WriteReplicated without waiting: queues the write, and the committer
   // thread calls `done` with its result once the commit that holds it is
-  // durable (or has failed). A commit holds at most kMaxBatch writes. With
-  // Options::max_queued_writes already queued, `done` gets
-  // RESOURCE_EXHAUSTED at once, on this thread. `done` runs on the committer
+  // durable (or has failed). A commit holds at most kMaxBatch writes. When
+  // the queue holds Options::max_queued_writes, or this write would take it
+  // past Options::max_queued_bytes, `done` gets RESOURCE_EXHAUSTED at once,
+  // on this thread. `done` runs on the committer
   // thread and holds up the next commit while it runs: it must be short and
   // must not write through this store synchronously. A server answers many
   // concurrent writes this way without a thread for each.
@@ -304,6 +309,11 @@ class Store {
 
   // One write waiting in the group-commit queue.
   struct PendingWrite {
+    // What it counts against Options::max_queued_bytes.
+    size_t bytes() const {
+      return change.table.size() + change.key.size() +
+             (change.value.has_value() ? change.value->size() : 0);
+    }
     ReplicatedChange change;
     ApplyFn apply;
     DoneFn done;
@@ -354,6 +364,9 @@ class Store {
   absl::Mutex queue_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   Batch queue_ ABSL_GUARDED_BY(queue_mu_);
   const size_t max_queued_writes_;
+  const size_t max_queued_bytes_;
+  // Bytes of the keys and values in queue_.
+  size_t queued_bytes_ ABSL_GUARDED_BY(queue_mu_) = 0;
   bool closing_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::thread committer_ ABSL_GUARDED_BY(queue_mu_);
   GroupCommitStats group_stats_ ABSL_GUARDED_BY(queue_mu_);

@@ -765,6 +765,59 @@ TEST_CASE(
   CHECK(QueryInt(store, "SELECT count(*) FROM shared WHERE k='over'") == 0);
 }
 
+TEST_CASE(
+    "queued writes are bounded by bytes too: large values are refused before "
+    "they fill memory, a write alone is always taken") {
+  testing::TempDir dir;
+  SetClock clock;
+  Store::Options options = ReplicatedOptions(&clock);
+  options.max_queued_bytes = 10'000;
+  auto s = Store::Open(dir.Sub("b.db"), options);
+  REQUIRE(s.ok());
+  Store& store = **s;
+  absl::Notification started, release;
+  absl::BlockingCounter left(2);
+  std::mutex mu;
+  std::vector<absl::Status> results;
+  auto record = [&](absl::StatusOr<ChangeStamp> r) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      results.push_back(r.status());
+    }
+    left.DecrementCount();
+  };
+  store.SubmitReplicated(
+      {.table = "shared", .key = "first", .value = "1"},
+      [&, put = PutRow("first", "1")](Transaction& tx,
+                                      const ChangeStamp& stamp) mutable {
+        started.Notify();
+        release.WaitForNotification();
+        return put(tx, stamp);
+      },
+      record);
+  started.WaitForNotification();
+  // Alone in the queue (the first is being committed): taken, although it
+  // is over the limit by itself.
+  const std::string big(20'000, 'x');
+  store.SubmitReplicated({.table = "shared", .key = "big", .value = big},
+                         PutRow("big", big), record);
+  // Behind it, anything more is refused at once.
+  std::optional<absl::Status> refused;
+  store.SubmitReplicated(
+      {.table = "shared", .key = "small", .value = "1"}, PutRow("small", "1"),
+      [&](absl::StatusOr<ChangeStamp> r) { refused = r.status(); });
+  REQUIRE(refused.has_value());
+  CHECK(absl::IsResourceExhausted(*refused));
+  CHECK(refused->message().find("(limit 10000)") != std::string::npos);
+  release.Notify();
+  left.Wait();
+  for (const absl::Status& r : results) CHECK_MESSAGE(r.ok(), r);
+  // Once the queue has drained, its bytes are free again.
+  REQUIRE(Put(store, "after", "1").ok());
+  CHECK(QueryInt(store, "SELECT count(*) FROM shared") == 3);
+  CHECK(QueryInt(store, "SELECT count(*) FROM shared WHERE k='small'") == 0);
+}
+
 TEST_CASE("the hybrid logical clock never goes back and refuses skew") {
   SetClock clock;
   Hlc hlc(&clock, 0);
