@@ -88,15 +88,8 @@ absl::StatusOr<Child> CellSpawner::SpawnInit(const std::string& cgroup,
     req.gid_map =
         cell.spec.gid_map().empty() ? kDefaultIdMap : cell.spec.gid_map();
   }
-  // Without a watch, nothing needs the reaper held while the init starts
-  // (about half a millisecond, which a Start would otherwise wait out).
   if (!on_exit) return Spawn(req);
-  return reaper_->Spawning([&]() -> absl::StatusOr<Child> {
-    reaper_->mu()->AssertHeld();
-    absl::StatusOr<Child> c = Spawn(req);
-    if (c.ok()) reaper_->WatchLocked(c->pid(), std::move(on_exit));
-    return c;
-  });
+  return reaper_->SpawnWatched([&] { return Spawn(req); }, std::move(on_exit));
 }
 
 absl::StatusOr<Child> CellSpawner::SpawnExecutable(
@@ -147,12 +140,7 @@ absl::StatusOr<Child> CellSpawner::SpawnExecutable(
   req.pre_exec.push_back({"capabilities", ApplyCapabilitiesStep, &cell.caps,
                           /*before_credentials=*/true});
   req.pre_exec.push_back({"seccomp", ApplySeccompStep, &cell.seccomp});
-  return reaper_->Spawning([&]() -> absl::StatusOr<Child> {
-    reaper_->mu()->AssertHeld();
-    absl::StatusOr<Child> c = Spawn(req);
-    if (c.ok()) reaper_->WatchLocked(c->pid(), std::move(on_exit));
-    return c;
-  });
+  return reaper_->SpawnWatched([&] { return Spawn(req); }, std::move(on_exit));
 }
 
 bool ChildRun::OomKilled() const {

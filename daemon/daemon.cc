@@ -838,16 +838,16 @@ void Daemon::StartCells(const HostInfo& host) {
       SpawnRequest req;
       req.argv = argv;
       req.stderr_fd = STDERR_FILENO;
-      return reaper_.Spawning([&]() -> absl::StatusOr<pid_t> {
-        reaper_.mu()->AssertHeld();
-        ASSIGN_OR_RETURN(Child keeper, Spawn(req));
-        reaper_.WatchLocked(keeper.pid(), [](const ChildExit& e) {
-          log::Info("log keeper exited", {{"pid", static_cast<int64_t>(e.pid)},
-                                          {"status", e.status},
-                                          {"signaled", e.signaled()}});
-        });
-        return keeper.pid();
-      });
+      ASSIGN_OR_RETURN(Child keeper,
+                       reaper_.SpawnWatched(
+                           [&] { return Spawn(req); },
+                           [](const ChildExit& e) {
+                             log::Info("log keeper exited",
+                                       {{"pid", static_cast<int64_t>(e.pid)},
+                                        {"status", e.status},
+                                        {"signaled", e.signaled()}});
+                           }));
+      return keeper.pid();
     };
     absl::StatusOr<std::unique_ptr<cells::LogKeeperClient>> client =
         cells::LogKeeperClient::Connect(std::move(keeper));

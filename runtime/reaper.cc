@@ -1,8 +1,11 @@
 #include "runtime/reaper.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -13,13 +16,78 @@ bool ChildExit::signaled() const {
   return code == CLD_KILLED || code == CLD_DUMPED;
 }
 
-void Reaper::WatchLocked(pid_t pid, Callback on_exit) {
-  watches_[pid] = std::move(on_exit);
+namespace {
+
+// Whether the process behind `pidfd` has been reaped (waitid on a pidfd
+// answers ECHILD then, even if its pid now names another process).
+bool Reaped(int pidfd) {
+  siginfo_t info = {};
+  while (waitid(P_PIDFD, static_cast<id_t>(pidfd), &info,
+                WEXITED | WNOHANG | WNOWAIT) != 0) {
+    if (errno != EINTR) return errno == ECHILD;
+  }
+  return false;
 }
+
+}  // namespace
 
 void Reaper::Watch(pid_t pid, Callback on_exit) {
   absl::MutexLock lock(&mu_);
-  WatchLocked(pid, std::move(on_exit));
+  watches_[pid] = std::move(on_exit);
+}
+
+uint64_t Reaper::BeginSpawn() {
+  absl::MutexLock lock(&mu_);
+  const uint64_t ticket = ++ticket_;
+  spawning_.insert(ticket);
+  return ticket;
+}
+
+void Reaper::EndSpawn(uint64_t ticket, pid_t pid, int pidfd, Callback on_exit) {
+  bool wake = false;
+  {
+    absl::MutexLock lock(&mu_);
+    spawning_.erase(ticket);
+    if (pid > 0) {
+      auto it = unclaimed_.find(pid);
+      // Reaped after this spawn began, and (when a pidfd can say) this very
+      // process: a pid reused since would name a process not yet reaped.
+      if (it != unclaimed_.end() && it->second.at > ticket &&
+          (pidfd < 0 || Reaped(pidfd))) {
+        claimed_.emplace_back(std::move(on_exit), it->second.exit);
+        unclaimed_.erase(it);
+        ++watched_reaped_;
+        ++claimed_after_exit_;
+        wake = true;
+      } else {
+        watches_[pid] = std::move(on_exit);
+      }
+    }
+    PruneUnclaimedLocked();
+  }
+  // The callback may need locks the spawner holds now; ReapAll runs it.
+  if (wake) kill(getpid(), SIGCHLD);
+}
+
+void Reaper::DropOldestUnclaimedLocked() {
+  auto oldest = unclaimed_.begin();
+  for (auto it = unclaimed_.begin(); it != unclaimed_.end(); ++it) {
+    if (it->second.at < oldest->second.at) oldest = it;
+  }
+  ++orphans_reaped_;
+  unclaimed_.erase(oldest);
+}
+
+void Reaper::PruneUnclaimedLocked() {
+  const uint64_t oldest = spawning_.empty() ? UINT64_MAX : *spawning_.begin();
+  for (auto it = unclaimed_.begin(); it != unclaimed_.end();) {
+    if (it->second.at < oldest) {
+      ++orphans_reaped_;
+      unclaimed_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void Reaper::Unwatch(pid_t pid) {
@@ -51,6 +119,7 @@ int Reaper::ReapAll() {
   int reaped = 0;
   {
     absl::MutexLock lock(&mu_);
+    ready.swap(claimed_);
     for (;;) {
       siginfo_t info = {};
       // Peek first: the status stays with the child until we decide whose
@@ -69,7 +138,13 @@ int Reaper::ReapAll() {
       ChildExit exit{pid, info.si_code, info.si_status};
       auto it = watches_.find(pid);
       if (it == watches_.end()) {
-        ++orphans_reaped_;
+        // It may be a child whose spawner has not watched it yet.
+        if (!spawning_.empty()) {
+          unclaimed_[pid] = Unclaimed{++ticket_, exit};
+          if (unclaimed_.size() > kMaxUnclaimed) DropOldestUnclaimedLocked();
+        } else {
+          ++orphans_reaped_;
+        }
         continue;
       }
       ++watched_reaped_;
@@ -89,6 +164,11 @@ uint64_t Reaper::orphans_reaped() const {
 uint64_t Reaper::watched_reaped() const {
   absl::MutexLock lock(&mu_);
   return watched_reaped_;
+}
+
+uint64_t Reaper::claimed_after_exit() const {
+  absl::MutexLock lock(&mu_);
+  return claimed_after_exit_;
 }
 
 }  // namespace mycel

@@ -6,9 +6,13 @@
 // for children, the reaper could take a status its supervisor needed. So,
 // as in systemd, there is a single reaper: it peeks at an exited child with
 // waitid(WNOWAIT), looks up who watches that pid, and only then collects
-// the status and hands it over. Spawning a child and registering its watch
-// happen under the same lock as reaping (see Spawning()), so a child that
-// exits immediately is never mistaken for an orphan.
+// the status and hands it over. A child is spawned outside the reaper's
+// lock (SpawnWatched()), so that spawns overlap: a child's set-up can take
+// milliseconds (on cgroup v1 its move into its cgroups may wait for an RCU
+// grace period), and one spawn must not hold up every other spawn and all
+// reaping. A child that exits before its spawner has watched it is still
+// not taken for an orphan: while any spawn is in flight, ReapAll keeps the
+// exits of unwatched children, and the spawner claims its child's.
 #ifndef MYCEL_RUNTIME_REAPER_H_
 #define MYCEL_RUNTIME_REAPER_H_
 
@@ -17,8 +21,11 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 
@@ -43,19 +50,36 @@ class Reaper {
   Reaper(const Reaper&) = delete;
   Reaper& operator=(const Reaper&) = delete;
 
-  // Runs `fn` with the reaper locked: nothing is reaped while it runs. Use it
-  // to spawn a child and WatchLocked() it atomically. `fn` must not block for
-  // long.
+  // Spawns a child with `spawn` (which returns an absl::StatusOr of
+  // something with pid() and pidfd(), as runtime/spawn's Child) and watches
+  // it: `on_exit` is called once, from ReapAll, with its exit. `spawn` runs
+  // without the reaper's lock, concurrently with other spawns and with
+  // reaping. If the child exits and is reaped before it is watched, its
+  // exit is handed to `on_exit` by the next ReapAll, which this wakes with a
+  // SIGCHLD to this process (the signal whose handler calls ReapAll).
   template <typename Fn>
-  auto Spawning(Fn&& fn) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return fn();
+  auto SpawnWatched(Fn&& spawn, Callback on_exit) ABSL_LOCKS_EXCLUDED(mu_) {
+    const uint64_t ticket = BeginSpawn();
+    auto child = spawn();
+    if (child.ok()) {
+      EndSpawn(ticket, child->pid(), child->pidfd(), std::move(on_exit));
+    } else {
+      EndSpawn(ticket, -1, -1, nullptr);
+    }
+    return child;
   }
 
+  // The two halves of SpawnWatched, for a caller that cannot use it.
+  // Between them, ReapAll keeps every unwatched child's exit. EndSpawn
+  // watches `pid` (whose pidfd is `pidfd`, or -1 if there is none), or
+  // only ends the spawn when `pid` <= 0 (it failed).
+  uint64_t BeginSpawn() ABSL_LOCKS_EXCLUDED(mu_);
+  void EndSpawn(uint64_t ticket, pid_t pid, int pidfd, Callback on_exit)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Calls `on_exit` once, with the child's exit, after the reaper collects
-  // it. Replaces an earlier watch of the same pid.
-  void WatchLocked(pid_t pid, Callback on_exit)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // it. Replaces an earlier watch of the same pid. For a child that cannot
+  // have exited yet (use SpawnWatched for one just spawned).
   void Watch(pid_t pid, Callback on_exit) ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets a watch; the child, when it exits, is reaped as an orphan.
   void Unwatch(pid_t pid) ABSL_LOCKS_EXCLUDED(mu_);
@@ -76,13 +100,35 @@ class Reaper {
 
   uint64_t orphans_reaped() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t watched_reaped() const ABSL_LOCKS_EXCLUDED(mu_);
-
-  // Gives the lock to code that must assert it is held.
-  absl::Mutex* mu() ABSL_LOCK_RETURNED(mu_) { return &mu_; }
+  // Children reaped before their spawner watched them, and handed over.
+  uint64_t claimed_after_exit() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // An unwatched child's exit, reaped while spawns were in flight, and
+  // when (on the ticket counter): only a spawn that began before it can
+  // claim it.
+  struct Unclaimed {
+    uint64_t at;
+    ChildExit exit;
+  };
+
+  // Drops the kept exits no spawn in flight can claim; they were orphans.
+  void PruneUnclaimedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Past kMaxUnclaimed kept exits (orphans that keep exiting while one
+  // spawn hangs, say into a frozen cgroup), the oldest is taken for an
+  // orphan's. A spawn's own child exits right after it execs, so its exit
+  // is among the newest.
+  void DropOldestUnclaimedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr size_t kMaxUnclaimed = 4096;
+
   mutable absl::Mutex mu_;
   absl::flat_hash_map<pid_t, Callback> watches_ ABSL_GUARDED_BY(mu_);
+  uint64_t ticket_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::btree_set<uint64_t> spawning_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<pid_t, Unclaimed> unclaimed_ ABSL_GUARDED_BY(mu_);
+  // Claimed exits, for the next ReapAll to hand over.
+  std::vector<std::pair<Callback, ChildExit>> claimed_ ABSL_GUARDED_BY(mu_);
+  uint64_t claimed_after_exit_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t orphans_reaped_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t watched_reaped_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -802,6 +802,15 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
   }
   const pid_t child_pid = static_cast<pid_t>(pid);
   absl::StatusOr<uint64_t> start_time = ProcessStartTime(child_pid);
+  // A child that has run and exited by now may also have been reaped (the
+  // reaper does not hold spawns back), and its /proc entry is gone, or its
+  // pid even another's. Asked after the read: while the pidfd's process
+  // exists, the pid read was its. One that is gone has no start time to
+  // identify it by (0: never adopted), and its exit reaches its watch.
+  if (sys::PidfdSendSignal(child_pidfd.get(), 0, nullptr, 0) != 0 &&
+      errno == ESRCH) {
+    start_time = 0;
+  }
   if (!start_time.ok()) {
     KillAndReap(child_pidfd);
     return Annotate(start_time.status(),

@@ -3,7 +3,7 @@
 // connection set-up: what a controller or a CI runner driving myceld pays).
 //
 //   cells_api_bench --socket PATH [--runs N] [--warmup W] [--concurrency C]
-//                   [--tsv]
+//                   [--gap-ms G] [--concurrent-only] [--tsv]
 //
 // Rows (p50/p90/p99 wall time in ms over N iterations, after W warm-ups):
 //   Cells.List (empty)            one unary round trip: the gRPC floor
@@ -15,6 +15,20 @@
 //                                 with its own cell, started together: the
 //                                 wall time until all have ended (how far
 //                                 concurrent runs overlap in the daemon)
+//   Cells.Run after G ms idle     one call, after G ms (default 200) in which
+//                                 the bench sends nothing: how a user's
+//                                 occasional run is served
+//   C concurrent Cells.Run after G ms idle
+//                                 the C calls, after the same pause. On a
+//                                 cgroup v1 host without favordynmods the
+//                                 first cgroup move after a pause waits for
+//                                 an RCU grace period (the kernel's
+//                                 cgroup_threadgroup_rwsem), off-CPU; runs
+//                                 that do not serialise in the daemon do
+//                                 their other work during that wait
+//                                 (--gap-ms 0 leaves both rows out)
+// --concurrent-only runs the two concurrent rows alone (for a trace of
+// them, tests/bench/run_overlap.sh).
 // Beside the percentiles, "busy CPUs" is the machine's busy time (every
 // process and the kernel, from /proc/stat) over the row's wall time: 1.0
 // means one CPU was busy for as long as the row ran. A row that takes long
@@ -62,13 +76,15 @@ struct Options {
   int runs = 200;
   int warmup = 10;
   int concurrency = 8;
+  int gap_ms = 200;
+  bool concurrent_only = false;
   bool tsv = false;
 };
 
 void Usage() {
   fprintf(stderr,
           "usage: cells_api_bench --socket PATH [--runs N] [--warmup W] "
-          "[--concurrency C] [--tsv]\n");
+          "[--concurrency C] [--gap-ms G] [--concurrent-only] [--tsv]\n");
 }
 
 absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
@@ -77,6 +93,10 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     absl::string_view flag = argv[i];
     if (flag == "--tsv") {
       o.tsv = true;
+      continue;
+    }
+    if (flag == "--concurrent-only") {
+      o.concurrent_only = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -99,6 +119,12 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
           o.concurrency > 64) {
         return absl::InvalidArgumentError(
             "--concurrency: want a number from 1 to 64");
+      }
+    } else if (flag == "--gap-ms") {
+      if (!absl::SimpleAtoi(value, &o.gap_ms) || o.gap_ms < 0 ||
+          o.gap_ms > 10000) {
+        return absl::InvalidArgumentError(
+            "--gap-ms: want a number from 0 to 10000");
       }
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag));
@@ -336,6 +362,8 @@ absl::Status Bench(const Options& o) {
     kDelete,
     kRun,
     kConcurrent,
+    kRunAfterGap,
+    kConcurrentAfterGap,
     kRows
   };
   std::vector<Series> rows(kRows);
@@ -348,37 +376,63 @@ absl::Status Bench(const Options& o) {
   rows[kRun].name = "Cells.Run (one call)";
   rows[kConcurrent].name =
       absl::StrCat(o.concurrency, " concurrent Cells.Run (all done)");
+  rows[kRunAfterGap].name =
+      absl::StrCat("Cells.Run after ", o.gap_ms, " ms idle");
+  rows[kConcurrentAfterGap].name = absl::StrCat(
+      o.concurrency, " concurrent Cells.Run after ", o.gap_ms, " ms idle");
+  if (o.gap_ms == 0) rows.resize(kRunAfterGap);
   for (Series& s : rows) s.ms.reserve(o.runs);
+  const auto gap = std::chrono::milliseconds(o.gap_ms);
 
   const std::string prefix = absl::StrCat("apibench-", getpid(), "-");
   for (int i = 0; i < o.warmup + o.runs; ++i) {
     const bool keep = i >= o.warmup;
 
-    double busy = BusySeconds();
-    Clock::time_point start = Clock::now();
-    RETURN_IF_ERROR(client.List());
-    if (keep) Keep(rows[kList], start, busy);
+    double busy;
+    Clock::time_point start;
+    if (!o.concurrent_only) {
+      busy = BusySeconds();
+      start = Clock::now();
+      RETURN_IF_ERROR(client.List());
+      if (keep) Keep(rows[kList], start, busy);
 
-    busy = BusySeconds();
-    Clock::time_point t[5];
-    RETURN_IF_ERROR(Sequence(client, absl::StrCat(prefix, "s", i), t));
-    if (keep) {
-      Keep(rows[kSequence], t[0], busy);
-      for (int step = 0; step < 4; ++step) {
-        rows[kCreate + step].ms.push_back(MsSince(t[step], t[step + 1]));
+      busy = BusySeconds();
+      Clock::time_point t[5];
+      RETURN_IF_ERROR(Sequence(client, absl::StrCat(prefix, "s", i), t));
+      if (keep) {
+        Keep(rows[kSequence], t[0], busy);
+        for (int step = 0; step < 4; ++step) {
+          rows[kCreate + step].ms.push_back(MsSince(t[step], t[step + 1]));
+        }
       }
-    }
 
-    busy = BusySeconds();
-    start = Clock::now();
-    RETURN_IF_ERROR(client.Run(absl::StrCat(prefix, "r", i)));
-    if (keep) Keep(rows[kRun], start, busy);
+      busy = BusySeconds();
+      start = Clock::now();
+      RETURN_IF_ERROR(client.Run(absl::StrCat(prefix, "r", i)));
+      if (keep) Keep(rows[kRun], start, busy);
+    }
 
     busy = BusySeconds();
     start = Clock::now();
     RETURN_IF_ERROR(ConcurrentRuns(client, absl::StrCat(prefix, "c", i, "-"),
                                    o.concurrency));
     if (keep) Keep(rows[kConcurrent], start, busy);
+
+    if (o.gap_ms == 0) continue;
+    if (!o.concurrent_only) {
+      std::this_thread::sleep_for(gap);
+      busy = BusySeconds();
+      start = Clock::now();
+      RETURN_IF_ERROR(client.Run(absl::StrCat(prefix, "g", i)));
+      if (keep) Keep(rows[kRunAfterGap], start, busy);
+    }
+
+    std::this_thread::sleep_for(gap);
+    busy = BusySeconds();
+    start = Clock::now();
+    RETURN_IF_ERROR(ConcurrentRuns(client, absl::StrCat(prefix, "gc", i, "-"),
+                                   o.concurrency));
+    if (keep) Keep(rows[kConcurrentAfterGap], start, busy);
   }
 
   if (!o.tsv) {
@@ -387,10 +441,11 @@ absl::Status Bench(const Options& o) {
         "pid,mount,uts,ipc, memory.max 64M, pids.max 100, seccomp default; "
         "command %s\n",
         o.runs, o.warmup, kCommand);
-    printf("%-34s %9s %9s %9s %10s\n", "row", "p50 ms", "p90 ms", "p99 ms",
+    printf("%-42s %9s %9s %9s %10s\n", "row", "p50 ms", "p90 ms", "p99 ms",
            "busy CPUs");
   }
   for (Series& s : rows) {
+    if (s.ms.empty()) continue;  // a row --concurrent-only leaves out
     std::sort(s.ms.begin(), s.ms.end());
     double p50 = Percentile(s.ms, 0.50), p90 = Percentile(s.ms, 0.90),
            p99 = Percentile(s.ms, 0.99);
@@ -401,7 +456,7 @@ absl::Status Bench(const Options& o) {
       printf("%s\t%.3f\t%.3f\t%.3f\t%s\n", s.name.c_str(), p50, p90, p99,
              cpus.c_str());
     } else {
-      printf("%-34s %9.2f %9.2f %9.2f %10s\n", s.name.c_str(), p50, p90, p99,
+      printf("%-42s %9.2f %9.2f %9.2f %10s\n", s.name.c_str(), p50, p90, p99,
              cpus.c_str());
     }
   }

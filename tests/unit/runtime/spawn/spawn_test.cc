@@ -612,5 +612,39 @@ TEST_CASE("ResolveCommand inside a rootfs resolves symlinks within it") {
         absl::StatusCode::kNotFound);
 }
 
+TEST_CASE("a child reaped before Spawn returns is still spawned") {
+  // myceld's reaper does not hold spawns back: a child that execs and
+  // exits at once can be collected before Spawn has read its start time.
+  // A thread here reaps every child the moment it exits.
+  std::atomic<bool> stop{false};
+  std::atomic<int> reaped{0};
+  std::thread reaper([&] {
+    while (!stop.load()) {
+      siginfo_t info = {};
+      if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG) == 0 && info.si_pid != 0) {
+        ++reaped;
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  });
+  int gone = 0;
+  for (int i = 0; i < 300; ++i) {
+    absl::StatusOr<Child> child = Spawn(Command({"/bin/true"}));
+    REQUIRE_MESSAGE(child.ok(), child.status());
+    if (child->start_time() == 0) ++gone;
+  }
+  stop = true;
+  reaper.join();
+  for (;;) {  // any left over
+    siginfo_t info = {};
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG) != 0 || info.si_pid == 0) {
+      break;
+    }
+  }
+  MESSAGE(gone, " of 300 children were reaped before Spawn returned");
+  CHECK(reaped.load() > 0);
+}
+
 }  // namespace
 }  // namespace mycel
