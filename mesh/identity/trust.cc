@@ -35,6 +35,25 @@ pki::RevocationList Trust::revocations() const {
 absl::StatusOr<Caller> Trust::Identify(absl::string_view pem, absl::Time now,
                                        pki::PeerSide side) const {
   if (pem.empty()) return Caller{};
+  return IdentifyWith([&](const pki::PeerVerifier& verifier,
+                          const pki::RevocationList& revocations) {
+    return verifier.Verify(pem, side, revocations, now);
+  });
+}
+
+absl::StatusOr<Caller> Trust::Identify(const pki::Certificate& leaf,
+                                       absl::Time now,
+                                       pki::PeerSide side) const {
+  return IdentifyWith([&](const pki::PeerVerifier& verifier,
+                          const pki::RevocationList& revocations) {
+    return verifier.Verify(leaf, side, revocations, now);
+  });
+}
+
+absl::StatusOr<Caller> Trust::IdentifyWith(
+    absl::FunctionRef<absl::StatusOr<pki::PeerIdentity>(
+        const pki::PeerVerifier&, const pki::RevocationList&)>
+        verify) const {
   std::shared_ptr<const pki::PeerVerifier> verifier;
   std::shared_ptr<const pki::RevocationList> revocations;
   {
@@ -46,8 +65,7 @@ absl::StatusOr<Caller> Trust::Identify(absl::string_view pem, absl::Time now,
     return absl::UnauthenticatedError(
         "this node is not in a mesh: it trusts no certificate");
   }
-  absl::StatusOr<pki::PeerIdentity> peer =
-      verifier->Verify(pem, side, *revocations, now);
+  absl::StatusOr<pki::PeerIdentity> peer = verify(*verifier, *revocations);
   if (!peer.ok()) {
     return absl::UnauthenticatedError(
         absl::StrCat("client certificate refused: ", peer.status().message()));

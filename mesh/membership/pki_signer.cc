@@ -68,9 +68,8 @@ absl::StatusOr<PkiVerifier::Checked> PkiVerifier::Check(const Alive& alive,
         absl::StrCat("alive record of ", alive.name,
                      ": certificate: ", cert.status().message()));
   }
-  ASSIGN_OR_RETURN(std::string pem, cert->ToPem());
   absl::StatusOr<identity::Caller> caller =
-      trust_->Identify(pem, now, pki::PeerSide::kClient);
+      trust_->Identify(*cert, now, pki::PeerSide::kClient);
   {
     absl::MutexLock lock(&mu_);
     ++certificate_checks_;

@@ -40,14 +40,13 @@ OriginVerifier::CertificateOf(absl::string_view origin) {
     return absl::PermissionDeniedError(absl::StrCat(
         "origin ", origin, ": certificate: ", cert.status().message()));
   }
-  ASSIGN_OR_RETURN(std::string pem, cert->ToPem());
   // The chain and the revocation list, not the dates: see the header.
   // (OpenSSL takes a certificate as expired at its notAfter second.)
   const absl::Time first = cert->not_before() + absl::Seconds(1);
   const absl::Time last = std::max(first, cert->not_after() - absl::Seconds(1));
   const absl::Time at = std::clamp(clock_->Now(), first, last);
   absl::StatusOr<identity::Caller> caller =
-      trust_->Identify(pem, at, pki::PeerSide::kClient);
+      trust_->Identify(*cert, at, pki::PeerSide::kClient);
   {
     absl::MutexLock lock(&mu_);
     ++certificate_checks_;
