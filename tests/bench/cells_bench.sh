@@ -339,8 +339,10 @@ done
 
 # --- 2. the API ------------------------------------------------------------------------
 log "API: $API_RUNS iterations after $API_WARMUP warm-ups"
+# --gap-ms 0: the rows after 200 ms idle are ab_bench.sh's; here they would
+# add two pauses to each of the iterations.
 "$api_bench" --socket "$sock" --runs "$API_RUNS" --warmup "$API_WARMUP" \
-  --tsv >"$tmp/api.tsv"
+  --gap-ms 0 --tsv >"$tmp/api.tsv"
 
 # --- 3. experiment: the freezer static key held on ------------------------------------
 experiment=0
@@ -353,7 +355,7 @@ if ((EXPERIMENT)) && mountpoint -q /sys/fs/cgroup/freezer &&
     "mycel run (host fs) +frozen sentinel" "$mycel_run -- /bin/true" \
     "runc run (runc spec mounts) +frozen sentinel" "$runc_full"
   "$api_bench" --socket "$sock" --runs "$((API_RUNS / 2))" \
-    --warmup "$API_WARMUP" --tsv >"$tmp/api-exp.tsv"
+    --warmup "$API_WARMUP" --gap-ms 0 --tsv >"$tmp/api-exp.tsv"
   echo THAWED >"$sentinel/freezer.state"
   rmdir "$sentinel"
 fi
