@@ -141,7 +141,7 @@ int Reaper::ReapAll() {
         // It may be a child whose spawner has not watched it yet.
         if (!spawning_.empty()) {
           unclaimed_[pid] = Unclaimed{++ticket_, exit};
-          if (unclaimed_.size() > kMaxUnclaimed) DropOldestUnclaimedLocked();
+          if (unclaimed_.size() > max_unclaimed_) DropOldestUnclaimedLocked();
         } else {
           ++orphans_reaped_;
         }

@@ -47,6 +47,9 @@ class Reaper {
   using Callback = std::function<void(const ChildExit&)>;
 
   Reaper() = default;
+  // `max_unclaimed`: how many exits of unwatched children are kept while
+  // spawns are in flight (kMaxUnclaimed; smaller in tests).
+  explicit Reaper(size_t max_unclaimed) : max_unclaimed_(max_unclaimed) {}
   Reaper(const Reaper&) = delete;
   Reaper& operator=(const Reaper&) = delete;
 
@@ -114,12 +117,13 @@ class Reaper {
 
   // Drops the kept exits no spawn in flight can claim; they were orphans.
   void PruneUnclaimedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Past kMaxUnclaimed kept exits (orphans that keep exiting while one
+  // Past max_unclaimed_ kept exits (orphans that keep exiting while one
   // spawn hangs, say into a frozen cgroup), the oldest is taken for an
   // orphan's. A spawn's own child exits right after it execs, so its exit
   // is among the newest.
   void DropOldestUnclaimedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static constexpr size_t kMaxUnclaimed = 4096;
+  const size_t max_unclaimed_ = kMaxUnclaimed;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<pid_t, Callback> watches_ ABSL_GUARDED_BY(mu_);

@@ -200,5 +200,30 @@ TEST_CASE("reaper: a failed spawn ends its spawn and watches nothing") {
   CHECK(reaper.orphans_reaped() == 1);  // no spawn in flight: not kept
 }
 
+TEST_CASE("reaper: past its cap, the oldest kept exit goes to the orphans") {
+  // A spawn that never ends (say, into a frozen cgroup) while orphans keep
+  // exiting: no more than the cap is kept.
+  Reaper reaper(/*max_unclaimed=*/2);
+  const uint64_t hung = reaper.BeginSpawn();
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 3; ++i) {
+    Forked orphan = ForkExiting(0);
+    WaitExited(orphan.pid);
+    CHECK(reaper.ReapAll() == 1);  // one at a time: kept in order
+    pids.push_back(orphan.pid);
+  }
+  CHECK(reaper.orphans_reaped() == 1);  // the first, dropped for the third
+  // The newest kept exit is still its spawner's.
+  int called = 0;
+  reaper.EndSpawn(hung, pids[2], -1, [&](const ChildExit& e) {
+    CHECK(e.pid == pids[2]);
+    ++called;
+  });
+  CHECK(reaper.claimed_after_exit() == 1);
+  CHECK(reaper.orphans_reaped() == 2);  // the second: no spawn left to claim
+  CHECK(reaper.ReapAll() == 0);         // hands over the claimed exit
+  CHECK(called == 1);
+}
+
 }  // namespace
 }  // namespace mycel
