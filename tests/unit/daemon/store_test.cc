@@ -703,6 +703,50 @@ TEST_CASE(
   CHECK(QueryInt(**reopened, "SELECT count(*) FROM shared WHERE k='bad'") == 0);
 }
 
+// Holds the store's committer on a first write whose statements wait until
+// Release(), so that the writes submitted next queue behind it. Answer()
+// records the answer of a write; Release() lets the first write go and
+// returns every recorded answer once `answers` writes besides the first
+// have been answered.
+class HeldCommitter {
+ public:
+  HeldCommitter(Store& store, int answers) : left_(answers + 1) {
+    store.SubmitReplicated(
+        {.table = "shared", .key = "first", .value = "1"},
+        [this, put = PutRow("first", "1")](Transaction& tx,
+                                           const ChangeStamp& stamp) mutable {
+          started_.Notify();
+          release_.WaitForNotification();
+          return put(tx, stamp);
+        },
+        Answer());
+    started_.WaitForNotification();
+  }
+
+  Store::DoneFn Answer() {
+    return [this](absl::StatusOr<ChangeStamp> r) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        results_.push_back(r.status());
+      }
+      left_.DecrementCount();
+    };
+  }
+
+  std::vector<absl::Status> Release() {
+    release_.Notify();
+    left_.Wait();
+    std::lock_guard<std::mutex> lock(mu_);
+    return results_;
+  }
+
+ private:
+  absl::Notification started_, release_;
+  absl::BlockingCounter left_;
+  std::mutex mu_;
+  std::vector<absl::Status> results_;
+};
+
 TEST_CASE(
     "a full write queue refuses at once with RESOURCE_EXHAUSTED, and a "
     "commit holds at most kMaxBatch writes") {
@@ -714,34 +758,12 @@ TEST_CASE(
   auto s = Store::Open(dir.Sub("q.db"), options);
   REQUIRE(s.ok());
   Store& store = **s;
-  // A write whose statements wait: the committer holds it, and what comes
-  // after queues.
-  absl::Notification started, release;
-  absl::BlockingCounter left(static_cast<int>(kQueue) + 1);
-  std::mutex mu;
-  std::vector<absl::Status> results;
-  auto record = [&](absl::StatusOr<ChangeStamp> r) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      results.push_back(r.status());
-    }
-    left.DecrementCount();
-  };
-  store.SubmitReplicated(
-      {.table = "shared", .key = "first", .value = "1"},
-      [&, put = PutRow("first", "1")](Transaction& tx,
-                                      const ChangeStamp& stamp) mutable {
-        started.Notify();
-        release.WaitForNotification();
-        return put(tx, stamp);
-      },
-      record);
-  started.WaitForNotification();
   const Store::GroupCommitStats before = store.group_commit_stats();
+  HeldCommitter held(store, static_cast<int>(kQueue));
   for (size_t i = 0; i < kQueue; ++i) {
     const std::string k = absl::StrCat("q/", i);
     store.SubmitReplicated({.table = "shared", .key = k, .value = k},
-                           PutRow(k, k), record);
+                           PutRow(k, k), held.Answer());
   }
   // One more: refused on this thread, before this call returns.
   std::optional<absl::Status> refused;
@@ -752,9 +774,7 @@ TEST_CASE(
   CHECK(absl::IsResourceExhausted(*refused));
   CHECK(refused->message().find("2500 writes already wait") !=
         std::string::npos);
-  release.Notify();
-  left.Wait();
-  for (const absl::Status& r : results) CHECK_MESSAGE(r.ok(), r);
+  for (const absl::Status& r : held.Release()) CHECK_MESSAGE(r.ok(), r);
   const Store::GroupCommitStats after = store.group_commit_stats();
   // The first write's commit, then the 2,500 queued in commits of at most
   // 1,000.
@@ -775,32 +795,12 @@ TEST_CASE(
   auto s = Store::Open(dir.Sub("b.db"), options);
   REQUIRE(s.ok());
   Store& store = **s;
-  absl::Notification started, release;
-  absl::BlockingCounter left(2);
-  std::mutex mu;
-  std::vector<absl::Status> results;
-  auto record = [&](absl::StatusOr<ChangeStamp> r) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      results.push_back(r.status());
-    }
-    left.DecrementCount();
-  };
-  store.SubmitReplicated(
-      {.table = "shared", .key = "first", .value = "1"},
-      [&, put = PutRow("first", "1")](Transaction& tx,
-                                      const ChangeStamp& stamp) mutable {
-        started.Notify();
-        release.WaitForNotification();
-        return put(tx, stamp);
-      },
-      record);
-  started.WaitForNotification();
+  HeldCommitter held(store, 1);
   // Alone in the queue (the first is being committed): taken, although it
   // is over the limit by itself.
   const std::string big(20'000, 'x');
   store.SubmitReplicated({.table = "shared", .key = "big", .value = big},
-                         PutRow("big", big), record);
+                         PutRow("big", big), held.Answer());
   // Behind it, anything more is refused at once.
   std::optional<absl::Status> refused;
   store.SubmitReplicated(
@@ -809,9 +809,7 @@ TEST_CASE(
   REQUIRE(refused.has_value());
   CHECK(absl::IsResourceExhausted(*refused));
   CHECK(refused->message().find("(limit 10000)") != std::string::npos);
-  release.Notify();
-  left.Wait();
-  for (const absl::Status& r : results) CHECK_MESSAGE(r.ok(), r);
+  for (const absl::Status& r : held.Release()) CHECK_MESSAGE(r.ok(), r);
   // Once the queue has drained, its bytes are free again.
   REQUIRE(Put(store, "after", "1").ok());
   CHECK(QueryInt(store, "SELECT count(*) FROM shared") == 3);
