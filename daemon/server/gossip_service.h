@@ -29,6 +29,10 @@ class GossipService final : public mycel::v1::Gossip::CallbackService {
   grpc::ServerUnaryReactor* Exchange(grpc::CallbackServerContext* ctx,
                                      const mycel::v1::GossipFrame* req,
                                      mycel::v1::GossipFrameAck* resp) override;
+  // A link kept open with a peer (membership::GrpcTransport), refused as
+  // Exchange is.
+  grpc::ServerBidiReactor<mycel::v1::GossipFrame, mycel::v1::GossipFrame>* Link(
+      grpc::CallbackServerContext* ctx) override;
 
  private:
   const identity::Authorizer* const authz_;

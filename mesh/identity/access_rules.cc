@@ -48,6 +48,7 @@ constexpr AccessRule kRules[] = {
     {"/mycel.v1.MeshPeer/Renew", Access::kPeer},
     {"/mycel.v1.MeshPeer/PushRevocations", Access::kPeer},
     {"/mycel.v1.Gossip/Exchange", Access::kPeer},
+    {"/mycel.v1.Gossip/Link", Access::kPeer},
     {"/mycel.v1.Replication/Exchange", Access::kPeer},
     {"/mycel.v1.Membership/ListMembers", Access::kRead},
     {"/mycel.v1.Membership/Leave", Access::kWrite},

@@ -54,6 +54,10 @@ class Authorizer final : public grpc::AuthMetadataProcessor {
   absl::Status Decide(absl::string_view method,
                       const grpc::AuthContext& auth) const;
 
+  // The trust's generation (identity::Trust::generation): it changes with
+  // the CA and the revocation list.
+  uint64_t trust_generation() const { return trust_->generation(); }
+
   // Calls refused so far.
   uint64_t denied() const { return denied_.load(std::memory_order_relaxed); }
 

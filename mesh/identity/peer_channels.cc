@@ -16,6 +16,8 @@ namespace {
 
 namespace gx = grpc::experimental;
 
+constexpr absl::Duration kStallTimeout = absl::Seconds(10);
+
 // Accepts a server whose certificate (already chained to the trusted CA by
 // gRPC) carries the SPIFFE ID wanted.
 class SpiffeServerVerifier final : public gx::ExternalCertificateVerifier {
@@ -102,6 +104,15 @@ std::shared_ptr<grpc::Channel> PeerChannels::Get(absl::string_view name,
   // Peer calls are small and frequent (a probe a second): the bandwidth-
   // delay probe would add an HTTP/2 PING and its ack to most of them.
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  // Peer connections carry long-lived streams (membership links): data
+  // left unacknowledged for kStallTimeout (a peer behind a partition, a
+  // host gone) tears the connection down (TCP_USER_TIMEOUT, which gRPC
+  // sets on a client only with keepalive on), so that the next message
+  // dials afresh rather than queueing behind TCP's retransmission backoff.
+  // The keepalive pings themselves are hourly: nearly no bytes at rest.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 60 * 60 * 1000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(kStallTimeout)));
   if (provider_ == nullptr) {
     // One watcher of the files for every channel: each of its own re-read
     // and re-parsed them (and kept a thread), which on a 50-node mesh

@@ -3,28 +3,33 @@
 #include <grpc/grpc_security_constants.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/security/auth_context.h>
+#include <grpcpp/support/client_callback.h>
 
+#include <algorithm>
 #include <chrono>
+#include <deque>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "mycel/v1/gossip.grpc.pb.h"
 
 namespace mycel::membership {
 namespace {
 
-// Everything one call needs until gRPC completes it.
-struct Call {
-  std::string peer;
-  std::unique_ptr<mycel::v1::Gossip::Stub> stub;
-  grpc::ClientContext context;
-  mycel::v1::GossipFrame request;
-  mycel::v1::GossipFrameAck response;
-  Transport::SendDone done;
-  std::shared_ptr<std::atomic<int64_t>> in_flight;
-};
+using mycel::v1::GossipFrame;
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  return s.ok() ? absl::OkStatus()
+                : absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                               s.error_message());
+}
 
 // The node name in the server's SPIFFE ID (spiffe://MESH/node/NAME), which
 // the channel's verifier already checked is a node of this mesh; "" if none.
@@ -45,11 +50,899 @@ std::string ServerNodeName(const grpc::ClientContext& context) {
   return "";
 }
 
+// The peer's leaf certificate (PEM) as the handshake gave it; "" if none.
+std::string PeerCertificate(const grpc::ClientContext& context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr) return "";
+  std::vector<grpc::string_ref> pems =
+      auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+  return pems.empty() ? "" : std::string(pems[0].data(), pems[0].size());
+}
+
+// A channel that failed connects again now rather than after gRPC's
+// reconnect backoff (up to two minutes): the protocol paces what it sends
+// to an unreachable member itself, and a member that restarts must be
+// reachable at its first message, often the only one for a while.
+void ResetBackoffIfFailed(grpc::Channel* channel) {
+  if (channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    grpc::experimental::ChannelResetConnectionBackoff(channel);
+  }
+}
+
 }  // namespace
+
+class GossipLink;
+
+struct GrpcTransport::Hub {
+  explicit Hub(const Options& o)
+      : clock(o.clock),
+        max_links(std::max<size_t>(1, o.max_links)),
+        max_queued(std::max<size_t>(1, o.max_queued_per_link)),
+        reply_deadline(o.reply_deadline),
+        stuck_timeout(o.stuck_timeout),
+        trust(o.trust),
+        recheck_interval(o.recheck_interval),
+        inbound(o.inbound) {}
+  // Adds a link under `name` (or, when empty, under `address`), and returns
+  // the link to close for max_links, if any.
+  std::shared_ptr<GossipLink> AddLocked(const std::shared_ptr<GossipLink>& link,
+                                        const std::string& name,
+                                        const std::string& address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Name(GossipLink* link, const std::string& name) ABSL_LOCKS_EXCLUDED(mu);
+  // OnDone: the link leaves the maps for `finished`.
+  void Finished(GossipLink* link) ABSL_LOCKS_EXCLUDED(mu);
+  // Frees the finished links; never on a gRPC thread (see `finished`).
+  void Reap() ABSL_LOCKS_EXCLUDED(mu);
+  std::shared_ptr<GossipLink> FindLocked(const std::string& name,
+                                         const std::string& address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  Clock* const clock;
+  const size_t max_links;
+  const size_t max_queued;
+  const absl::Duration reply_deadline;
+  const absl::Duration stuck_timeout;
+  const identity::Trust* const trust;
+  const absl::Duration recheck_interval;
+
+  // Held (shared) while a frame is handed on, so that Shutdown, which
+  // clears `inbound`, returns only when no delivery is under way.
+  absl::Mutex deliver_mu;
+  Inbound inbound ABSL_GUARDED_BY(deliver_mu);
+
+  absl::Mutex mu;
+  bool closed ABSL_GUARDED_BY(mu) = false;
+  // Every open link, and by the peer's name; a link dialed to an address
+  // only (a seed) is also found by that address.
+  absl::flat_hash_map<GossipLink*, std::shared_ptr<GossipLink>> all
+      ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, std::vector<GossipLink*>> by_name
+      ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, GossipLink*> by_address ABSL_GUARDED_BY(mu);
+  // Links done, kept until Reap. A client link holds its channel, and the
+  // last reference to a channel must not go on a gRPC callback thread: the
+  // channel's destructor may then shut down and join gRPC's callback
+  // threads from one of them (gRPC 1.51 aborts).
+  std::vector<std::shared_ptr<GossipLink>> finished ABSL_GUARDED_BY(mu);
+  // Addresses whose server has no Link method: unary Exchange there.
+  absl::flat_hash_set<std::string> unary ABSL_GUARDED_BY(mu);
+
+  std::atomic<int64_t> links_dialed{0};
+  std::atomic<int64_t> links_accepted{0};
+  std::atomic<int64_t> links_stuck{0};
+  std::atomic<int64_t> links_evicted{0};
+  std::atomic<int64_t> links_refused{0};
+  std::atomic<int64_t> frames_written{0};
+  std::atomic<int64_t> frames_received{0};
+  std::atomic<int64_t> frames_expired{0};
+  std::atomic<int64_t> unary_sends{0};
+};
+
+// One Gossip.Link stream, either end. The reactor (ClientLink, ServerLink)
+// supplies the gRPC operations; this class keeps the frames waiting, their
+// deadlines, and the rule that the reactor's end (a client's last hold, a
+// server's Finish) comes only when no write is outstanding, so no write is
+// ever started on a reactor that is done.
+class GossipLink : public std::enable_shared_from_this<GossipLink> {
+ public:
+  // `ready`: the stream is established (a server's end); a client's is
+  // once the server's headers arrive (Ready), and frames wait until then,
+  // so that one past its deadline is dropped rather than sent late.
+  GossipLink(std::shared_ptr<GrpcTransport::Hub> hub, std::string peer,
+             std::string address, bool ready)
+      : hub_(std::move(hub)),
+        address_(std::move(address)),
+        created_(hub_->clock->Now()),
+        peer_(std::move(peer)),
+        ready_(ready),
+        last_used_(created_) {}
+  virtual ~GossipLink() = default;
+  GossipLink(const GossipLink&) = delete;
+  GossipLink& operator=(const GossipLink&) = delete;
+
+  // Queues `bytes` for the peer; `done` (may be empty) gets the outcome
+  // once. False, with `bytes` and `done` untouched, when the link is
+  // closing: the caller should use another.
+  bool Write(std::string& bytes, absl::Time deadline, Transport::SendDone& done)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    Transport::SendDone refused;
+    const GossipFrame* start = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (ended_ || closing_) return false;
+      if (queue_.size() >= hub_->max_queued) {
+        refused = std::move(done);
+      } else {
+        auto p = std::make_unique<Pending>();
+        p->frame.set_message(std::move(bytes));
+        p->deadline = deadline;
+        p->done = std::move(done);
+        queue_.push_back(std::move(p));
+        last_used_ = hub_->clock->Now();
+        ArmLocked(deadline);
+        if (!ready_) ArmLocked(created_ + hub_->stuck_timeout);
+        start = NextLocked();
+      }
+    }
+    if (refused) {
+      refused(absl::ResourceExhaustedError(
+                  absl::StrCat("link to ", peer(), ": ", hub_->max_queued,
+                               " frames already wait")),
+              {});
+    }
+    if (start != nullptr) DoStartWrite(start);
+    return true;
+  }
+
+  // Ends the stream; what waits fails with `why`.
+  // `graceful`: what was written still reaches the peer (a client
+  // half-closes once its last write is done; a server finishes then), for
+  // a link closed only to make room. Otherwise the stream is cancelled.
+  void Close(const absl::Status& why, bool graceful = false)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<Transport::SendDone> failed;
+    bool act = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (closing_) return;
+      closing_ = true;
+      close_status_ = why;
+      failed = TakeQueuedLocked();
+      // A reactor already released may be gone (a server's context is
+      // gRPC's): act only on one that is not, and keep it so meanwhile.
+      if (!released_) {
+        if (graceful && writing_ != nullptr) {
+          half_close_pending_ = true;  // WriteDone half-closes
+        } else {
+          act = true;
+          cancelling_ = true;
+        }
+      }
+    }
+    Fail(failed, why);
+    if (!act) return;
+    if (graceful) {
+      DoHalfClose();
+    } else {
+      DoCancel();
+    }
+    bool release = false;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelling_ = false;
+      release = ReleaseLocked();
+    }
+    if (release) DoRelease();
+  }
+
+  std::string peer() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return peer_;
+  }
+  absl::Time last_used() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return last_used_;
+  }
+  bool closing() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return closing_ || ended_;
+  }
+  const std::string& address() const { return address_; }
+
+ protected:
+  // The reactor's operations. DoStartWrite is never called with another
+  // write outstanding nor after DoRelease; DoRelease is called once.
+  virtual void DoStartWrite(const GossipFrame* frame) = 0;
+  virtual void DoCancel() = 0;
+  virtual void DoHalfClose() = 0;  // no more writes from this end
+  virtual void DoRelease() = 0;
+
+  // OnWriteDone.
+  void WriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    Transport::SendDone done;
+    const GossipFrame* start = nullptr;
+    bool release = false;
+    bool half_close = false;
+    {
+      absl::MutexLock lock(&mu_);
+      done = std::move(writing_->done);
+      writing_.reset();
+      if (ok) {
+        hub_->frames_written.fetch_add(1);
+        start = NextLocked();
+      } else {
+        ended_ = true;  // a write fails only when the stream is over
+      }
+      if (half_close_pending_) {
+        half_close_pending_ = false;
+        half_close = true;
+        cancelling_ = true;  // holds the release until it is done
+      }
+      release = ReleaseLocked();
+    }
+    if (half_close) {
+      DoHalfClose();
+      absl::MutexLock lock(&mu_);
+      cancelling_ = false;
+      release = ReleaseLocked();
+    }
+    if (done) {
+      done(ok ? absl::OkStatus()
+              : absl::UnavailableError(absl::StrCat("link to ", peer(),
+                                                    " ended before the "
+                                                    "frame was sent")),
+           {});
+    }
+    if (start != nullptr) DoStartWrite(start);
+    if (release) DoRelease();
+  }
+
+  // OnReadDone(true): hands the frame on. True when the reactor should
+  // read again.
+  bool Received(GossipFrame* frame) ABSL_LOCKS_EXCLUDED(mu_) {
+    std::string peer;
+    {
+      absl::MutexLock lock(&mu_);
+      if (ended_ || closing_) return false;
+      peer = peer_;
+      last_used_ = hub_->clock->Now();
+    }
+    if (!Recheck()) return false;
+    hub_->frames_received.fetch_add(1);
+    absl::ReaderMutexLock deliver(&hub_->deliver_mu);
+    // A client learns the server's name before any frame arrives (the
+    // server sends its headers first); a frame without one is dropped.
+    if (hub_->inbound && !peer.empty()) {
+      std::weak_ptr<GossipLink> weak = weak_from_this();
+      std::shared_ptr<GrpcTransport::Hub> hub = hub_;
+      hub_->inbound(std::move(peer), std::move(*frame->mutable_message()),
+                    [weak, hub](std::string answer) {
+                      if (answer.empty()) return;
+                      std::shared_ptr<GossipLink> link = weak.lock();
+                      Transport::SendDone none;
+                      if (link != nullptr) {
+                        link->Write(answer,
+                                    hub->clock->Now() + hub->reply_deadline,
+                                    none);
+                      }
+                    });
+    }
+    frame->Clear();
+    return true;
+  }
+
+  // OnReadDone: hands an arrived frame on; true when the reactor should
+  // read again, else the read side is over.
+  bool ReadAgain(bool ok, GossipFrame* frame) ABSL_LOCKS_EXCLUDED(mu_) {
+    if (ok && Received(frame)) return true;
+    ReadsEnded();
+    return false;
+  }
+
+  // The read side is over (the peer ended the stream, or it broke). What
+  // waits fails at Done, with the stream's status.
+  void ReadsEnded() ABSL_LOCKS_EXCLUDED(mu_) {
+    bool release = false;
+    {
+      absl::MutexLock lock(&mu_);
+      ended_ = true;
+      release = ReleaseLocked();
+    }
+    if (release) DoRelease();
+  }
+
+  // OnDone: nothing more happens on the stream.
+  void Done(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<Transport::SendDone> failed;
+    {
+      absl::MutexLock lock(&mu_);
+      ended_ = true;
+      failed = TakeQueuedLocked();
+    }
+    const std::string who = peer();
+    Fail(failed,
+         absl::Status(
+             status.ok() ? absl::StatusCode::kUnavailable : status.code(),
+             absl::StrCat("link to ", who.empty() ? address_ : who,
+                          " ended: ", status.message())));
+    hub_->Finished(this);
+  }
+
+  // A client link is established: the server's headers name whom it
+  // reached (a link dialed to an address only learns the name here), and
+  // `cert_pem` is its certificate.
+  void Ready(const std::string& name, std::string cert_pem)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    const GossipFrame* start = nullptr;
+    bool named = false;
+    {
+      absl::MutexLock lock(&mu_);
+      cert_pem_ = std::move(cert_pem);
+      if (peer_.empty() && !name.empty()) {
+        peer_ = name;
+        named = true;
+      }
+    }
+    if (!Recheck()) return;
+    {
+      absl::MutexLock lock(&mu_);
+      ready_ = true;
+      start = NextLocked();
+    }
+    if (named) hub_->Name(this, name);
+    if (start != nullptr) DoStartWrite(start);
+  }
+
+  // Whether the peer still passes the trust (Options::trust); closes the
+  // link when it does not.
+  bool Recheck() ABSL_LOCKS_EXCLUDED(mu_) {
+    const identity::Trust* trust = hub_->trust;
+    if (trust == nullptr) return true;
+    const absl::Time now = hub_->clock->Now();
+    const uint64_t generation = trust->generation();
+    std::string pem, peer;
+    {
+      absl::MutexLock lock(&mu_);
+      if (checked_ && checked_generation_ == generation &&
+          now - checked_at_ < hub_->recheck_interval) {
+        return true;
+      }
+      pem = cert_pem_;
+      peer = peer_;
+    }
+    absl::StatusOr<identity::Caller> caller = trust->Identify(
+        pem, now,
+        address_.empty() ? pki::PeerSide::kClient : pki::PeerSide::kServer);
+    absl::Status refused;
+    if (!caller.ok()) {
+      refused = absl::PermissionDeniedError(
+          absl::StrCat("link with ", peer, ": ", caller.status().message()));
+    } else if (caller->kind != identity::CallerKind::kNode ||
+               caller->name != peer) {
+      refused = absl::PermissionDeniedError(
+          absl::StrCat("link with ", peer, ": the certificate is ",
+                       caller->Describe(), ", not that node"));
+    }
+    if (!refused.ok()) {
+      hub_->links_refused.fetch_add(1);
+      Close(refused);
+      return false;
+    }
+    absl::MutexLock lock(&mu_);
+    checked_ = true;
+    checked_generation_ = generation;
+    checked_at_ = now;
+    return true;
+  }
+
+  // The peer's certificate, accepted at `generation` of the trust now.
+  void Checked(std::string cert_pem, uint64_t generation)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    cert_pem_ = std::move(cert_pem);
+    checked_ = true;
+    checked_generation_ = generation;
+    checked_at_ = hub_->clock->Now();
+  }
+
+  grpc::Status CloseStatus() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (close_status_.ok()) return grpc::Status::OK;
+    return grpc::Status(static_cast<grpc::StatusCode>(close_status_.raw_code()),
+                        std::string(close_status_.message()));
+  }
+
+  const std::shared_ptr<GrpcTransport::Hub> hub_;
+
+ private:
+  struct Pending {
+    GossipFrame frame;
+    absl::Time deadline;
+    Transport::SendDone done;  // empty once reported
+  };
+
+  // The next frame to write, if none is being written.
+  const GossipFrame* NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ != nullptr || queue_.empty() || ended_ || !ready_) {
+      return nullptr;
+    }
+    writing_ = std::move(queue_.front());
+    queue_.pop_front();
+    writing_since_ = hub_->clock->Now();
+    ArmLocked(writing_since_ + hub_->stuck_timeout);
+    return &writing_->frame;
+  }
+
+  // The reactor may end once the stream is over or closing and no write is
+  // outstanding.
+  bool ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (released_ || cancelling_ || writing_ != nullptr ||
+        !(ended_ || closing_)) {
+      return false;
+    }
+    released_ = true;
+    return true;
+  }
+
+  std::vector<Transport::SendDone> TakeQueuedLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<Transport::SendDone> out;
+    for (auto& p : queue_) {
+      if (p->done) out.push_back(std::move(p->done));
+    }
+    queue_.clear();
+    return out;
+  }
+
+  static void Fail(std::vector<Transport::SendDone>& dones,
+                   const absl::Status& why) {
+    for (Transport::SendDone& d : dones) d(why, {});
+  }
+
+  void ArmLocked(absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (at >= armed_) return;
+    armed_ = at;
+    std::weak_ptr<GossipLink> weak = weak_from_this();
+    hub_->clock->RunAfter(
+        std::max(absl::ZeroDuration(), at - hub_->clock->Now()), [weak] {
+          if (std::shared_ptr<GossipLink> link = weak.lock()) link->Check();
+        });
+  }
+
+  // The timer: fails frames past their deadline, and closes the link when
+  // the frame in writing has waited stuck_timeout (the peer stopped
+  // reading, or the connection never came up).
+  void Check() ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<Transport::SendDone> expired;
+    bool stuck = false;
+    {
+      absl::MutexLock lock(&mu_);
+      const absl::Time now = hub_->clock->Now();
+      armed_ = absl::InfiniteFuture();
+      if (ended_ || closing_) return;
+      absl::Time next = absl::InfiniteFuture();
+      if (!ready_) {
+        if (now - created_ >= hub_->stuck_timeout) {
+          stuck = true;
+        } else {
+          next = created_ + hub_->stuck_timeout;
+        }
+      }
+      if (writing_ != nullptr) {
+        if (writing_->done && writing_->deadline <= now) {
+          expired.push_back(std::move(writing_->done));
+        }
+        if (now - writing_since_ >= hub_->stuck_timeout) {
+          stuck = true;
+        } else {
+          next = std::min(next, writing_since_ + hub_->stuck_timeout);
+          if (writing_->done) next = std::min(next, writing_->deadline);
+        }
+      }
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if ((*it)->deadline <= now) {
+          if ((*it)->done) expired.push_back(std::move((*it)->done));
+          it = queue_.erase(it);
+        } else {
+          next = std::min(next, (*it)->deadline);
+          ++it;
+        }
+      }
+      if (!stuck && next != absl::InfiniteFuture()) ArmLocked(next);
+    }
+    hub_->frames_expired.fetch_add(static_cast<int64_t>(expired.size()));
+    const std::string who = peer();
+    Fail(expired, absl::DeadlineExceededError(
+                      absl::StrCat("gossip to ", who.empty() ? address_ : who,
+                                   ": not sent within its deadline")));
+    if (stuck) {
+      hub_->links_stuck.fetch_add(1);
+      Close(absl::DeadlineExceededError(absl::StrCat(
+          "link to ", who.empty() ? address_ : who, ": nothing sent for ",
+          absl::FormatDuration(hub_->stuck_timeout))));
+    }
+  }
+
+  const std::string address_;  // dialed; empty for an accepted link
+  const absl::Time created_;
+  mutable absl::Mutex mu_;
+  std::string peer_ ABSL_GUARDED_BY(mu_);
+  bool ready_ ABSL_GUARDED_BY(mu_);
+  // The peer's certificate, and when the trust last accepted it.
+  std::string cert_pem_ ABSL_GUARDED_BY(mu_);
+  bool checked_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t checked_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time checked_at_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<Pending>> queue_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Pending> writing_ ABSL_GUARDED_BY(mu_);
+  absl::Time writing_since_ ABSL_GUARDED_BY(mu_);
+  absl::Time armed_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Time last_used_ ABSL_GUARDED_BY(mu_);
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelling_ ABSL_GUARDED_BY(mu_) = false;
+  bool half_close_pending_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status close_status_ ABSL_GUARDED_BY(mu_);
+};
+
+namespace {
+
+// The dialing end. A hold keeps OnDone away until GossipLink allows it.
+class ClientLink final
+    : public GossipLink,
+      public grpc::ClientBidiReactor<GossipFrame, GossipFrame> {
+ public:
+  ClientLink(std::shared_ptr<GrpcTransport::Hub> hub, std::string peer,
+             std::string address, std::shared_ptr<grpc::Channel> channel)
+      : GossipLink(std::move(hub), std::move(peer), std::move(address),
+                   /*ready=*/false),
+        stub_(mycel::v1::Gossip::NewStub(std::move(channel))) {
+    // Waits for the connection rather than failing while the channel
+    // reconnects; frames waiting too long fail by their deadlines.
+    context_.set_wait_for_ready(true);
+  }
+
+  // Binds the reactor, so that writes may be started from now on. Then
+  // Start. The hub keeps the link alive until OnDone.
+  void Bind() {
+    stub_->async()->Link(&context_, this);
+    AddHold();
+    StartRead(&in_);
+  }
+  void Start() { StartCall(); }
+
+  void OnReadInitialMetadataDone(bool ok) override {
+    // Not ok: the stream failed, and OnReadDone says so.
+    if (ok) Ready(ServerNodeName(context_), PeerCertificate(context_));
+  }
+  void OnReadDone(bool ok) override {
+    if (ReadAgain(ok, &in_)) StartRead(&in_);
+  }
+  void OnWriteDone(bool ok) override { WriteDone(ok); }
+  void OnDone(const grpc::Status& s) override {
+    if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      absl::MutexLock lock(&hub_->mu);
+      hub_->unary.insert(address());
+    }
+    Done(FromGrpc(s));
+  }
+
+ private:
+  void DoStartWrite(const GossipFrame* frame) override { StartWrite(frame); }
+  void DoCancel() override { context_.TryCancel(); }
+  void DoHalfClose() override { StartWritesDone(); }
+  void DoRelease() override { RemoveHold(); }
+
+  std::unique_ptr<mycel::v1::Gossip::Stub> stub_;
+  grpc::ClientContext context_;
+  GossipFrame in_;
+};
+
+// The accepting end: Finish is its end.
+class ServerLink final
+    : public GossipLink,
+      public grpc::ServerBidiReactor<GossipFrame, GossipFrame> {
+ public:
+  ServerLink(std::shared_ptr<GrpcTransport::Hub> hub,
+             grpc::CallbackServerContext* context, std::string peer)
+      : GossipLink(std::move(hub), std::move(peer), "", /*ready=*/true),
+        context_(context) {}
+
+  // The caller's certificate, accepted by the trust at `generation`.
+  void Admitted(uint64_t generation) {
+    std::string pem;
+    if (std::shared_ptr<const grpc::AuthContext> auth =
+            context_->auth_context()) {
+      std::vector<grpc::string_ref> pems =
+          auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+      if (!pems.empty()) pem.assign(pems[0].data(), pems[0].size());
+    }
+    Checked(std::move(pem), generation);
+  }
+
+  void Start() {
+    // The dialer learns from the headers whom it reached, before any frame.
+    StartSendInitialMetadata();
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (ReadAgain(ok, &in_)) StartRead(&in_);
+  }
+  void OnWriteDone(bool ok) override { WriteDone(ok); }
+  void OnCancel() override { ReadsEnded(); }
+  void OnDone() override { Done(absl::UnavailableError("closed")); }
+
+ private:
+  void DoStartWrite(const GossipFrame* frame) override { StartWrite(frame); }
+  void DoCancel() override { context_->TryCancel(); }
+  void DoHalfClose() override {}  // Finish, at the release, ends it
+  void DoRelease() override { Finish(CloseStatus()); }
+
+  grpc::CallbackServerContext* const context_;
+  GossipFrame in_;
+};
+
+// Refuses a link (the transport is shut down).
+class RefusedLink final
+    : public grpc::ServerBidiReactor<GossipFrame, GossipFrame> {
+ public:
+  explicit RefusedLink(grpc::Status status) { Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+std::shared_ptr<GossipLink> GrpcTransport::Hub::AddLocked(
+    const std::shared_ptr<GossipLink>& link, const std::string& name,
+    const std::string& address) {
+  all.emplace(link.get(), link);
+  if (!name.empty()) {
+    by_name[name].push_back(link.get());
+  } else {
+    by_address[address] = link.get();
+  }
+  if (all.size() <= max_links) return nullptr;
+  // Links on their way out do not count.
+  size_t open = 0;
+  std::shared_ptr<GossipLink> oldest;
+  absl::Time when = absl::InfiniteFuture();
+  for (const auto& [raw, l] : all) {
+    if (l->closing()) continue;
+    ++open;
+    if (raw == link.get()) continue;
+    const absl::Time t = l->last_used();
+    if (t < when) {
+      when = t;
+      oldest = l;
+    }
+  }
+  if (open <= max_links || oldest == nullptr) return nullptr;
+  links_evicted.fetch_add(1);
+  return oldest;
+}
+
+void GrpcTransport::Hub::Name(GossipLink* link, const std::string& name) {
+  absl::MutexLock lock(&mu);
+  if (!all.contains(link)) return;
+  by_name[name].push_back(link);
+}
+
+void GrpcTransport::Hub::Reap() {
+  std::vector<std::shared_ptr<GossipLink>> done;  // freed after the lock
+  absl::MutexLock lock(&mu);
+  done.swap(finished);
+}
+
+void GrpcTransport::Hub::Finished(GossipLink* link) {
+  absl::MutexLock lock(&mu);
+  auto it = all.find(link);
+  if (it == all.end()) return;
+  finished.push_back(std::move(it->second));
+  all.erase(it);
+  for (auto n = by_name.begin(); n != by_name.end();) {
+    std::vector<GossipLink*>& v = n->second;
+    v.erase(std::remove(v.begin(), v.end(), link), v.end());
+    if (v.empty()) {
+      by_name.erase(n++);
+    } else {
+      ++n;
+    }
+  }
+  auto a = by_address.find(link->address());
+  if (a != by_address.end() && a->second == link) by_address.erase(a);
+}
+
+std::shared_ptr<GossipLink> GrpcTransport::Hub::FindLocked(
+    const std::string& name, const std::string& address) {
+  GossipLink* found = nullptr;
+  if (!name.empty()) {
+    auto it = by_name.find(name);
+    // The newest open one.
+    if (it != by_name.end()) {
+      for (auto l = it->second.rbegin(); l != it->second.rend(); ++l) {
+        if (!(*l)->closing()) {
+          found = *l;
+          break;
+        }
+      }
+    }
+  } else {
+    auto it = by_address.find(address);
+    if (it != by_address.end() && !it->second->closing()) found = it->second;
+  }
+  if (found == nullptr) return nullptr;
+  return all.at(found);
+}
+
+GrpcTransport::GrpcTransport(Options options)
+    : options_(std::move(options)), hub_(std::make_shared<Hub>(options_)) {}
+
+GrpcTransport::~GrpcTransport() { Shutdown(); }
+
+void GrpcTransport::Shutdown() {
+  std::vector<std::shared_ptr<GossipLink>> open;
+  {
+    absl::MutexLock lock(&hub_->mu);
+    hub_->closed = true;
+    for (const auto& [raw, link] : hub_->all) open.push_back(link);
+  }
+  {
+    absl::MutexLock lock(&hub_->deliver_mu);
+    hub_->inbound = nullptr;
+  }
+  for (const auto& link : open) {
+    link->Close(absl::CancelledError("the node stops gossiping"));
+  }
+  open.clear();
+  // Each link leaves the hub at its OnDone, soon after the cancel. Wait for
+  // that (boundedly), so that no reaction runs into what the owner frees
+  // next, nor into gRPC's shutdown at exit.
+  {
+    absl::MutexLock lock(&hub_->mu);
+    hub_->mu.AwaitWithTimeout(absl::Condition(
+                                  +[](Hub* h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                       h->mu) { return h->all.empty(); },
+                                  hub_.get()),
+                              absl::Seconds(5));
+  }
+  hub_->Reap();
+}
+
+GrpcTransport::Stats GrpcTransport::stats() const {
+  Stats s;
+  {
+    absl::MutexLock lock(&hub_->mu);
+    s.links_open = static_cast<int64_t>(hub_->all.size());
+  }
+  s.links_dialed = hub_->links_dialed.load();
+  s.links_accepted = hub_->links_accepted.load();
+  s.links_stuck = hub_->links_stuck.load();
+  s.links_evicted = hub_->links_evicted.load();
+  s.links_refused = hub_->links_refused.load();
+  s.frames_written = hub_->frames_written.load();
+  s.frames_received = hub_->frames_received.load();
+  s.frames_expired = hub_->frames_expired.load();
+  s.unary_sends = hub_->unary_sends.load();
+  return s;
+}
+
+grpc::ServerBidiReactor<GossipFrame, GossipFrame>* GrpcTransport::Accept(
+    grpc::CallbackServerContext* context, std::string peer,
+    uint64_t admitted_at) {
+  auto link = std::make_shared<ServerLink>(hub_, context, peer);
+  link->Admitted(admitted_at);
+  std::shared_ptr<GossipLink> evict;
+  {
+    absl::MutexLock lock(&hub_->mu);
+    if (hub_->closed) {
+      return new RefusedLink(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                          "this node stopped gossiping"));
+    }
+    evict = hub_->AddLocked(link, peer, "");
+  }
+  hub_->links_accepted.fetch_add(1);
+  link->Start();
+  if (evict != nullptr) {
+    evict->Close(absl::ResourceExhaustedError("too many links"),
+                 /*graceful=*/true);
+  }
+  return link.get();
+}
 
 void GrpcTransport::Send(absl::string_view peer, absl::string_view address,
                          std::string bytes, absl::Duration deadline,
                          SendDone done) {
+  hub_->Reap();
+  const std::string name(peer);
+  const std::string addr(address);
+  const absl::Time due = hub_->clock->Now() + deadline;
+  // Twice at most: a link found may be closing, and then one is dialed.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    enum { kLink, kUnary, kClosed, kNoChannel } what = kLink;
+    std::shared_ptr<GossipLink> link;
+    std::shared_ptr<ClientLink> dialed;
+    std::shared_ptr<GossipLink> evict;
+    {
+      absl::MutexLock lock(&hub_->mu);
+      if (hub_->closed) {
+        what = kClosed;
+      } else if (hub_->unary.contains(addr)) {
+        what = kUnary;
+      } else if (attempt == 0) {
+        link = hub_->FindLocked(name, addr);
+      }
+      if (what == kLink && link == nullptr) {
+        std::shared_ptr<grpc::Channel> channel =
+            options_.channels ? options_.channels(peer, address) : nullptr;
+        if (channel == nullptr) {
+          what = kNoChannel;
+        } else {
+          ResetBackoffIfFailed(channel.get());
+          dialed = std::make_shared<ClientLink>(hub_, name, addr,
+                                                std::move(channel));
+          // Bound before anyone can find it and write to it.
+          dialed->Bind();
+          evict = hub_->AddLocked(dialed, name, addr);
+          link = dialed;
+        }
+      }
+    }
+    switch (what) {
+      case kLink:
+        break;
+      case kUnary:
+        SendUnary(peer, address, std::move(bytes), deadline, std::move(done));
+        return;
+      case kClosed:
+        done(absl::UnavailableError(
+                 absl::StrCat("gossip to ", name.empty() ? addr : name,
+                              ": this node stopped gossiping")),
+             {});
+        return;
+      case kNoChannel:
+        done(absl::UnavailableError(absl::StrCat(
+                 "gossip to ", name.empty() ? "seed" : name, " at ", addr,
+                 ": no channel (the node's credentials cannot be read)")),
+             {});
+        return;
+    }
+    if (dialed != nullptr) {
+      hub_->links_dialed.fetch_add(1);
+      dialed->Start();
+    }
+    if (evict != nullptr) {
+      evict->Close(absl::ResourceExhaustedError("too many links"),
+                   /*graceful=*/true);
+    }
+    if (link->Write(bytes, due, done)) return;
+  }
+  done(absl::UnavailableError(absl::StrCat("gossip to ",
+                                           name.empty() ? addr : name,
+                                           ": the link closed at once")),
+       {});
+}
+
+namespace {
+
+// Everything one unary call needs until gRPC completes it.
+struct Call {
+  std::string peer;
+  std::unique_ptr<mycel::v1::Gossip::Stub> stub;
+  grpc::ClientContext context;
+  GossipFrame request;
+  mycel::v1::GossipFrameAck response;
+  Transport::SendDone done;
+  std::shared_ptr<std::atomic<int64_t>> in_flight;
+};
+
+}  // namespace
+
+void GrpcTransport::SendUnary(absl::string_view peer, absl::string_view address,
+                              std::string bytes, absl::Duration deadline,
+                              SendDone done) {
   std::shared_ptr<grpc::Channel> channel =
       options_.channels ? options_.channels(peer, address) : nullptr;
   if (channel == nullptr) {
@@ -59,17 +952,8 @@ void GrpcTransport::Send(absl::string_view peer, absl::string_view address,
          {});
     return;
   }
-  // The protocol paces what it sends to an unreachable member (probes,
-  // gossip to the dead, reconnect attempts with their own backoff), and a
-  // member that restarts must be reachable at its first message, which is
-  // often the only one for a while (the answer to its join). gRPC's
-  // reconnect backoff (up to two minutes) would fail every send to it at
-  // once meanwhile: a channel that failed connects again now, and the call
-  // waits for the connection, within its deadline, instead of failing
-  // while the channel is still marked as failed.
-  if (channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-    grpc::experimental::ChannelResetConnectionBackoff(channel.get());
-  }
+  hub_->unary_sends.fetch_add(1);
+  ResetBackoffIfFailed(channel.get());
   auto call = std::make_shared<Call>();
   call->context.set_wait_for_ready(true);
   call->stub = mycel::v1::Gossip::NewStub(std::move(channel));
@@ -87,10 +971,6 @@ void GrpcTransport::Send(absl::string_view peer, absl::string_view address,
       [call = std::move(call)](grpc::Status s) mutable {
         call->in_flight->fetch_sub(1);
         SendDone finish = std::move(call->done);
-        absl::Status status =
-            s.ok() ? absl::OkStatus()
-                   : absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                                  s.error_message());
         Reply reply;
         if (s.ok() && !call->response.reply().empty()) {
           // A seed known only by its address answers as whichever node
@@ -104,7 +984,7 @@ void GrpcTransport::Send(absl::string_view peer, absl::string_view address,
         // The call (its context and stub) may be freed on this thread only
         // after gRPC has finished with it, which it has when this runs.
         call.reset();
-        finish(std::move(status), std::move(reply));
+        finish(FromGrpc(s), std::move(reply));
       });
 }
 

@@ -63,6 +63,15 @@ absl::Status NodeMembership::Start(Options options) {
                                   absl::string_view address) {
     return channels->Get(name, address);
   };
+  transport.clock = options.clock;
+  transport.trust = options.trust;
+  // What arrives on a link goes where the Gossip service's frames go. The
+  // transport is shut down (Stop) before this object goes away.
+  transport.inbound = [this](std::string peer, std::string bytes,
+                             std::function<void(std::string)> reply) {
+    absl::Status s = DeliverWithReply(std::move(peer), std::move(bytes), reply);
+    if (!s.ok()) reply("");
+  };
   transport_ = std::make_unique<GrpcTransport>(std::move(transport));
   if (options.store != nullptr) {
     store_ = std::make_unique<MemberStore>(options.store);
@@ -188,11 +197,39 @@ void NodeMembership::Leave(absl::Duration timeout,
   done(refused);
 }
 
+grpc::ServerBidiReactor<mycel::v1::GossipFrame, mycel::v1::GossipFrame>*
+NodeMembership::AcceptLink(grpc::CallbackServerContext* context,
+                           std::string peer, uint64_t admitted_at,
+                           absl::Status* refused) {
+  absl::ReaderMutexLock lock(&mu_);
+  absl::StatusOr<MembershipDriver*> driver = Driver();
+  if (!driver.ok()) {
+    *refused = driver.status();
+    return nullptr;
+  }
+  return transport_->Accept(context, std::move(peer), admitted_at);
+}
+
+absl::StatusOr<GrpcTransport::Stats> NodeMembership::TransportStats() const {
+  absl::ReaderMutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(MembershipDriver * driver, Driver());
+  (void)driver;
+  return transport_->stats();
+}
+
 void NodeMembership::Stop() {
-  absl::MutexLock lock(&mu_);
-  if (stopped_) return;
-  stopped_ = true;
-  if (driver_ != nullptr) driver_->Stop();
+  GrpcTransport* transport = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    if (driver_ != nullptr) driver_->Stop();
+    transport = transport_.get();
+  }
+  // Outside the lock: closing a link fails its waiting sends, whose
+  // callbacks reach the (stopped) driver. The transport itself lives as
+  // long as this object.
+  if (transport != nullptr) transport->Shutdown();
 }
 
 }  // namespace mycel::membership

@@ -78,6 +78,19 @@ class NodeMembership {
   absl::Status Deliver(std::string peer, std::string bytes)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The server end of a Gossip.Link from node `peer` (its certificate's
+  // name, which the trust accepted at its generation `admitted_at`), or
+  // null with `refused` set (FAILED_PRECONDITION when membership is not
+  // running).
+  grpc::ServerBidiReactor<mycel::v1::GossipFrame, mycel::v1::GossipFrame>*
+  AcceptLink(grpc::CallbackServerContext* context, std::string peer,
+             uint64_t admitted_at, absl::Status* refused)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The transport's counters (links, frames); FAILED_PRECONDITION when not
+  // running.
+  absl::StatusOr<GrpcTransport::Stats> TransportStats() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Every member, this node included, sorted by name; FAILED_PRECONDITION
   // when membership is not running.
   absl::StatusOr<std::vector<MemberInfo>> Members() const

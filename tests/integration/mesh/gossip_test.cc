@@ -6,8 +6,12 @@
 // sender's certificate is refused; a user or an unauthenticated client
 // cannot gossip; a channel to an address that another node holds is
 // refused during the handshake.
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
@@ -162,6 +166,7 @@ class Node {
 
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   membership::NodeMembership& membership() { return membership_; }
+  identity::Trust& trust() { return trust_; }
   uint64_t denied() const { return authz_->denied(); }
 
   // How many members this node sees alive (itself included).
@@ -204,6 +209,69 @@ std::unique_ptr<mycel::v1::Gossip::Stub> StubAs(const Pki& pki,
                    absl::Minutes(1), "spiffe://prod/node/")));
 }
 
+// A GrpcTransport as node `who` of the Pki, with its own PeerChannels, that
+// keeps what arrives on its links.
+class TransportAs {
+ public:
+  TransportAs(const Pki& pki, const std::string& who, Loop* loop,
+              size_t max_links = 256,
+              absl::Duration stuck_timeout = absl::Seconds(10),
+              const identity::Trust* trust = nullptr)
+      : channels_({.mesh = "prod",
+                   .ca_file = pki.ca_file(),
+                   .cert_file = pki.cert_file(who),
+                   .key_file = pki.key_file(who)}),
+        transport_(
+            {.channels =
+                 [this](absl::string_view name, absl::string_view address) {
+                   return channels_.Get(name, address);
+                 },
+             .inbound =
+                 [this](std::string peer, std::string bytes,
+                        std::function<void(std::string)> reply) {
+                   absl::MutexLock lock(&mu_);
+                   arrived_.push_back({std::move(peer), std::move(bytes)});
+                   reply("");
+                 },
+             .clock = &loop->clock,
+             .trust = trust,
+             .max_links = max_links,
+             .stuck_timeout = stuck_timeout}) {}
+
+  membership::GrpcTransport& transport() { return transport_; }
+
+  // Sends `bytes` and waits for the outcome.
+  absl::Status Send(absl::string_view peer, const std::string& address,
+                    std::string bytes,
+                    absl::Duration deadline = absl::Seconds(2)) {
+    absl::Notification done;
+    absl::Status result;
+    int calls = 0;
+    transport_.Send(peer, address, std::move(bytes), deadline,
+                    [&](absl::Status s, membership::Transport::Reply) {
+                      ++calls;
+                      result = s;
+                      done.Notify();
+                    });
+    REQUIRE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    CHECK(calls == 1);
+    return result;
+  }
+
+  // Messages that arrived on links: (peer, bytes).
+  std::vector<std::pair<std::string, std::string>> arrived() {
+    absl::MutexLock lock(&mu_);
+    return arrived_;
+  }
+
+ private:
+  identity::PeerChannels channels_;
+  absl::Mutex mu_;
+  std::vector<std::pair<std::string, std::string>> arrived_
+      ABSL_GUARDED_BY(mu_);
+  membership::GrpcTransport transport_;
+};
+
 grpc::Status Exchange(mycel::v1::Gossip::Stub& stub,
                       const membership::Message& message) {
   grpc::ClientContext ctx;
@@ -212,6 +280,22 @@ grpc::Status Exchange(mycel::v1::Gossip::Stub& stub,
   frame.set_message(membership::EncodeMessage(message));
   mycel::v1::GossipFrameAck ack;
   return stub.Exchange(&ctx, frame, &ack);
+}
+
+// Opens a Link, writes `message`, half-closes, and returns how the server
+// ended the stream.
+grpc::Status OverLink(mycel::v1::Gossip::Stub& stub, std::string bytes) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  auto stream = stub.Link(&ctx);
+  mycel::v1::GossipFrame frame;
+  frame.set_message(std::move(bytes));
+  stream->Write(frame);
+  stream->WritesDone();
+  mycel::v1::GossipFrame in;
+  while (stream->Read(&in)) {
+  }
+  return stream->Finish();
 }
 
 TEST_CASE("three nodes join through a seed over mTLS and see each other") {
@@ -275,6 +359,16 @@ TEST_CASE("a frame whose sender is not the certificate's node is refused") {
       [&] { return Must(n1.membership().Stats()).messages_received >= 2; },
       absl::Seconds(5)));
   CHECK(Must(n1.membership().Stats()).messages_rejected == 1);
+
+  // Over a link the same: the sender is the certificate's node.
+  CHECK(OverLink(*as_n2, membership::EncodeMessage(forged)).ok());
+  REQUIRE(WaitFor(
+      [&] {
+        return Must(n1.membership().Stats())
+                   .membership.rejected_sender_mismatch == 2;
+      },
+      absl::Seconds(5)));
+  for (const auto& m : Must(n1.membership().Members())) CHECK(m.name == "n1");
 }
 
 TEST_CASE("users and clients without a certificate cannot gossip") {
@@ -298,6 +392,12 @@ TEST_CASE("users and clients without a certificate cannot gossip") {
   s = Exchange(*anonymous, m);
   CHECK(s.error_code() == grpc::StatusCode::UNAUTHENTICATED);
   CHECK(n1.denied() == 2);
+  // Nor open a link.
+  s = OverLink(*as_user, membership::EncodeMessage(m));
+  CHECK(s.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  s = OverLink(*anonymous, membership::EncodeMessage(m));
+  CHECK(s.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(n1.denied() == 4);
   CHECK(Must(n1.membership().Stats()).messages_received == 0);
 }
 
@@ -315,6 +415,8 @@ TEST_CASE("gossip before membership runs is FAILED_PRECONDITION") {
   CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
   CHECK(s.error_message().find("membership is not running") !=
         std::string::npos);
+  s = OverLink(*StubAs(pki, "n2", n1.address()), membership::EncodeMessage(m));
+  CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
   CHECK(n1.membership().Members().status().code() ==
         absl::StatusCode::kFailedPrecondition);
 }
@@ -326,64 +428,46 @@ TEST_CASE("GrpcTransport: a send to a name the server cannot prove fails") {
   Loop loop;
   Node n1(pki, "n1", &loop);
   REQUIRE(n1.Start({}).ok());
-  identity::PeerChannels channels({.mesh = "prod",
-                                   .ca_file = pki.ca_file(),
-                                   .cert_file = pki.cert_file("n2"),
-                                   .key_file = pki.key_file("n2")});
-  membership::GrpcTransport transport(
-      {.channels = [&](absl::string_view name, absl::string_view address) {
-        return channels.Get(name, address);
-      }});
+  TransportAs n2(pki, "n2", &loop);
   membership::Message m;
   m.from = "n2";
   m.body = membership::Ping{1, "n1"};
-  membership::Transport::Reply reply;
-  auto send = [&](absl::string_view peer) {
-    absl::Notification done;
-    absl::Status result;
-    int calls = 0;
-    transport.Send(peer, n1.address(), membership::EncodeMessage(m),
-                   absl::Seconds(2),
-                   [&](absl::Status s, membership::Transport::Reply r) {
-                     ++calls;
-                     result = s;
-                     reply = std::move(r);
-                     done.Notify();
-                   });
-    REQUIRE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-    CHECK(calls == 1);
-    return result;
+  // The ack to a ping comes back on the link, from the node the server's
+  // certificate names (for a seed known only by address too), so that it
+  // needs no connection back to n2, which n1 does not even know.
+  auto acks = [&] {
+    int n = 0;
+    for (const auto& [from, bytes] : n2.arrived()) {
+      absl::StatusOr<membership::Message> a =
+          membership::DecodeMessage(bytes, 64 << 10);
+      if (from != "n1" || !a.ok() || a->from != "n1") continue;
+      const membership::Ack* ack = std::get_if<membership::Ack>(&a->body);
+      n += ack != nullptr && ack->seq == 1;
+    }
+    return n;
   };
-  // The ack to a ping comes back in the response, from the node the
-  // server's certificate names (for a seed known only by address too), so
-  // that it needs no connection back to n2, which n1 does not even know.
-  auto acked = [&] {
-    if (reply.from != "n1") return false;
-    absl::StatusOr<membership::Message> a =
-        membership::DecodeMessage(reply.bytes, 64 << 10);
-    if (!a.ok() || a->from != "n1") return false;
-    const membership::Ack* ack = std::get_if<membership::Ack>(&a->body);
-    return ack != nullptr && ack->seq == 1;
-  };
-  // n1 holds the address, so a channel meant for n3 fails its handshake
-  // (the call waits for a connection that never becomes ready).
-  absl::Status wrong = send("n3");
-  CHECK((wrong.code() == absl::StatusCode::kUnavailable ||
-         wrong.code() == absl::StatusCode::kDeadlineExceeded));
+  // n1 holds the address, so a link meant for n3 fails its handshake
+  // (the frame waits for a connection that never becomes ready).
+  absl::Status wrong =
+      n2.Send("n3", n1.address(), membership::EncodeMessage(m));
+  CHECK(wrong.code() == absl::StatusCode::kDeadlineExceeded);
   CHECK(Must(n1.membership().Stats()).messages_received == 0);
   // Meant for n1 (or any node, as for a seed) it is delivered.
-  CHECK(send("n1").ok());
-  CHECK(acked());
-  CHECK(send("").ok());
-  CHECK(acked());
+  CHECK(n2.Send("n1", n1.address(), membership::EncodeMessage(m)).ok());
+  CHECK(WaitFor([&] { return acks() == 1; }, absl::Seconds(5)));
+  CHECK(n2.Send("", n1.address(), membership::EncodeMessage(m)).ok());
+  CHECK(WaitFor([&] { return acks() == 2; }, absl::Seconds(5)));
   CHECK(Must(n1.membership().Stats()).replies_in_response == 2);
-  CHECK(transport.in_flight() == 0);
+  const membership::GrpcTransport::Stats st = n2.transport().stats();
+  CHECK(st.frames_written == 2);
+  CHECK(st.frames_received == 2);
+  CHECK(st.unary_sends == 0);
 }
 
 // Counts the frames it is sent, as node `name` of the Pki.
 class CountingServer {
  public:
-  class Service final : public mycel::v1::Gossip::CallbackService {
+  class Service : public mycel::v1::Gossip::CallbackService {
    public:
     grpc::ServerUnaryReactor* Exchange(
         grpc::CallbackServerContext* ctx, const mycel::v1::GossipFrame*,
@@ -401,8 +485,54 @@ class CountingServer {
     absl::Mutex mu;
     std::string reply ABSL_GUARDED_BY(mu);  // sent in every response
   };
+  // Also serves links: each frame counted and answered with `reply`.
+  class LinkService final : public Service {
+   public:
+    grpc::ServerBidiReactor<mycel::v1::GossipFrame, mycel::v1::GossipFrame>*
+    Link(grpc::CallbackServerContext*) override {
+      return new Reactor(this);
+    }
 
-  CountingServer(const Pki& pki, const std::string& name, int port) {
+   private:
+    class Reactor final
+        : public grpc::ServerBidiReactor<mycel::v1::GossipFrame,
+                                         mycel::v1::GossipFrame> {
+     public:
+      explicit Reactor(LinkService* service) : service_(service) {
+        StartSendInitialMetadata();
+        StartRead(&in_);
+      }
+      void OnReadDone(bool ok) override {
+        if (!ok) {
+          Finish(grpc::Status::OK);
+          return;
+        }
+        service_->frames.fetch_add(1);
+        {
+          absl::MutexLock lock(&service_->mu);
+          out_.set_message(service_->reply);
+        }
+        if (out_.message().empty()) {
+          StartRead(&in_);
+        } else {
+          StartWrite(&out_);
+        }
+      }
+      void OnWriteDone(bool) override { StartRead(&in_); }
+      void OnDone() override { delete this; }
+
+     private:
+      LinkService* const service_;
+      mycel::v1::GossipFrame in_;
+      mycel::v1::GossipFrame out_;
+    };
+  };
+
+  // Without `links`, the server has no Link method, as an older myceld.
+  CountingServer(const Pki& pki, const std::string& name, int port,
+                 bool links = true)
+      : service_(links ? std::make_unique<LinkService>()
+                       : std::make_unique<Service>()) {
     TlsFiles files;
     files.cert_file = pki.cert_file(name);
     files.key_file = pki.key_file(name);
@@ -414,7 +544,7 @@ class CountingServer {
     builder.AddListeningPort(absl::StrCat("127.0.0.1:", port),
                              MtlsServerCredentials(files, absl::Minutes(1)),
                              &port_);
-    builder.RegisterService(&service_);
+    builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     REQUIRE(server_ != nullptr);
     REQUIRE(port_ > 0);
@@ -427,15 +557,15 @@ class CountingServer {
     server_ = nullptr;
   }
   int port() const { return port_; }
-  int frames() const { return service_.frames.load(); }
+  int frames() const { return service_->frames.load(); }
   // What every response carries as the direct answer from now on.
   void set_reply(std::string bytes) {
-    absl::MutexLock lock(&service_.mu);
-    service_.reply = std::move(bytes);
+    absl::MutexLock lock(&service_->mu);
+    service_->reply = std::move(bytes);
   }
 
  private:
-  Service service_;
+  std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };
@@ -474,69 +604,204 @@ TEST_CASE("GrpcTransport: a peer restarted at its address gets the next send") {
   testing::TempDir dir;
   Pki pki(dir.path());
   for (const char* n : {"n1", "n2"}) pki.Issue(n);
-  identity::PeerChannels channels({.mesh = "prod",
-                                   .ca_file = pki.ca_file(),
-                                   .cert_file = pki.cert_file("n2"),
-                                   .key_file = pki.key_file("n2")});
-  membership::GrpcTransport transport(
-      {.channels = [&](absl::string_view name, absl::string_view address) {
-        return channels.Get(name, address);
-      }});
-  auto send = [&](const std::string& address) {
-    absl::Notification done;
-    absl::Status result;
-    transport.Send("n1", address, "x", absl::Milliseconds(500),
-                   [&](absl::Status s, membership::Transport::Reply) {
-                     result = s;
-                     done.Notify();
-                   });
-    REQUIRE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-    return result;
-  };
+  Loop loop;
+  TransportAs n2(pki, "n2", &loop);
   auto first = std::make_unique<CountingServer>(pki, "n1", 0);
   const int port = first->port();
   const std::string address = absl::StrCat("127.0.0.1:", port);
-  REQUIRE(send(address).ok());
+  REQUIRE(n2.Send("n1", address, "x", absl::Milliseconds(500)).ok());
   first.reset();
+  // The link ends with the server (a frame written into it meanwhile would
+  // count as sent: a write is done once the connection took it).
+  REQUIRE(WaitFor([&] { return n2.transport().stats().links_open == 0; },
+                  absl::Seconds(5)));
   // Down: sends fail, and gRPC puts the channel in reconnect backoff.
   for (int i = 0; i < 3; ++i) {
-    CHECK_FALSE(send(address).ok());
+    CHECK_FALSE(n2.Send("n1", address, "x", absl::Milliseconds(500)).ok());
     absl::SleepFor(absl::Milliseconds(400));
   }
   // Back at the same address: the very next send (a join's answer is often
-  // the only one for a while) is delivered, not failed for the backoff.
+  // the only one for a while) is delivered, not failed for the backoff;
+  // the frames that expired meanwhile are not delivered late.
   CountingServer second(pki, "n1", port);
-  absl::Status s = send(address);
+  absl::Status s = n2.Send("n1", address, "x", absl::Milliseconds(2000));
   CHECK_MESSAGE(s.ok(), s.ToString());
+  absl::SleepFor(absl::Milliseconds(300));
   CHECK(second.frames() == 1);
+  CHECK(n2.transport().stats().frames_expired == 3);
 }
 
-TEST_CASE("GrpcTransport: an unreachable address fails within the deadline") {
+// A TCP listener on 127.0.0.1 that never accepts: the kernel completes the
+// connection, and nothing ever answers the TLS handshake.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+    REQUIRE(listen(fd_, 16) == 0);
+    socklen_t len = sizeof(a);
+    REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+  }
+  ~SilentListener() { close(fd_); }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST_CASE("GrpcTransport: a peer that accepts and never answers") {
   testing::TempDir dir;
   Pki pki(dir.path());
   pki.Issue("n2");
-  identity::PeerChannels channels({.mesh = "prod",
-                                   .ca_file = pki.ca_file(),
-                                   .cert_file = pki.cert_file("n2"),
-                                   .key_file = pki.key_file("n2")});
-  membership::GrpcTransport transport(
-      {.channels = [&](absl::string_view name, absl::string_view address) {
-        return channels.Get(name, address);
-      }});
-  absl::Notification done;
-  absl::Status result;
+  Loop loop;
+  TransportAs n2(pki, "n2", &loop, 256, absl::Seconds(1));
+  SilentListener silent;
   const absl::Time start = absl::Now();
-  // TEST-NET-1 (RFC 5737): nothing answers there.
-  transport.Send("n1", "192.0.2.1:7946", "x", absl::Milliseconds(500),
-                 [&](absl::Status s, membership::Transport::Reply) {
-                   result = s;
-                   done.Notify();
-                 });
-  // Send returned at once; the answer comes later.
-  CHECK(absl::Now() - start < absl::Milliseconds(100));
-  REQUIRE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
-  CHECK_FALSE(result.ok());
+  absl::Status s =
+      n2.Send("n1", silent.address(), "x", absl::Milliseconds(500));
+  // The frame fails at its deadline, not at a TCP or TLS timeout.
+  CHECK(s.code() == absl::StatusCode::kDeadlineExceeded);
   CHECK(absl::Now() - start < absl::Seconds(2));
+  // The link that never came up is closed, so the next send dials afresh.
+  REQUIRE(WaitFor([&] { return n2.transport().stats().links_open == 0; },
+                  absl::Seconds(5)));
+  CHECK(n2.transport().stats().links_stuck == 1);
+  CHECK(n2.Send("n1", silent.address(), "y", absl::Milliseconds(200)).code() ==
+        absl::StatusCode::kDeadlineExceeded);
+  CHECK(n2.transport().stats().links_dialed == 2);
+}
+
+TEST_CASE("GrpcTransport: a server without links gets unary calls") {
+  testing::TempDir dir;
+  Pki pki(dir.path());
+  for (const char* n : {"n1", "n2"}) pki.Issue(n);
+  Loop loop;
+  CountingServer old(pki, "n1", 0, /*links=*/false);
+  TransportAs n2(pki, "n2", &loop);
+  const std::string address = absl::StrCat("127.0.0.1:", old.port());
+  // The first frame goes with the link the server does not know.
+  CHECK(n2.Send("n1", address, "x").code() == absl::StatusCode::kUnimplemented);
+  CHECK(n2.Send("n1", address, "y").ok());
+  CHECK(n2.Send("n1", address, "z").ok());
+  CHECK(old.frames() == 2);
+  CHECK(n2.transport().stats().unary_sends == 2);
+  CHECK(n2.transport().in_flight() == 0);
+}
+
+TEST_CASE("GrpcTransport: beyond max_links the least recently used closes") {
+  testing::TempDir dir;
+  Pki pki(dir.path());
+  for (const char* n : {"n1", "n2", "n3"}) pki.Issue(n);
+  Loop loop;
+  CountingServer n1(pki, "n1", 0), n3(pki, "n3", 0);
+  TransportAs n2(pki, "n2", &loop, /*max_links=*/1);
+  const std::string a1 = absl::StrCat("127.0.0.1:", n1.port());
+  const std::string a3 = absl::StrCat("127.0.0.1:", n3.port());
+  CHECK(n2.Send("n1", a1, "x").ok());
+  CHECK(n2.Send("n3", a3, "x").ok());
+  CHECK(n2.Send("n1", a1, "x").ok());
+  CHECK(WaitFor([&] { return n1.frames() == 2 && n3.frames() == 1; },
+                absl::Seconds(5)));
+  // An evicted link is closed gracefully: what was written arrives (the
+  // frames above), and it is gone once the server has finished it.
+  CHECK(WaitFor([&] { return n2.transport().stats().links_open == 1; },
+                absl::Seconds(5)));
+  const membership::GrpcTransport::Stats st = n2.transport().stats();
+  CHECK(st.links_dialed == 3);
+  CHECK(st.links_evicted == 2);
+}
+
+TEST_CASE("a link is closed once its peer is revoked, at either end") {
+  testing::TempDir dir;
+  Pki pki(dir.path());
+  for (const char* n : {"n1", "n2", "n3"}) pki.Issue(n);
+  Loop loop;
+  Node n1(pki, "n1", &loop);
+  REQUIRE(n1.Start({}).ok());
+  TransportAs n2(pki, "n2", &loop);
+  membership::Message m;
+  m.from = "n2";
+  m.body = membership::Ping{1, "n1"};
+  REQUIRE(n2.Send("n1", n1.address(), membership::EncodeMessage(m)).ok());
+  REQUIRE(WaitFor([&] { return n2.arrived().size() == 1; }, absl::Seconds(5)));
+  const uint64_t received = Must(n1.membership().Stats()).messages_received;
+
+  // Revoked on n1 while its link is open: the next frame on that link is
+  // refused and the link closed, as a call would be refused.
+  pki::RevocationList revoked;
+  REQUIRE(
+      revoked.RevokeIdentity(pki::IdentityKind::kNode, "n2", absl::Now()).ok());
+  n1.trust().SetRevocations(revoked);
+  m.body = membership::Ping{2, "n1"};
+  CHECK(n2.Send("n1", n1.address(), membership::EncodeMessage(m)).ok());
+  REQUIRE(WaitFor(
+      [&] {
+        auto t = Must(n1.membership().TransportStats());
+        return t.links_refused == 1 && t.links_open == 0;
+      },
+      absl::Seconds(5)));
+  CHECK(Must(n1.membership().Stats()).messages_received == received);
+  CHECK(n2.arrived().size() == 1);
+  // A new link is refused at the door.
+  m.body = membership::Ping{3, "n1"};
+  CHECK_FALSE(n2.Send("n1", n1.address(), membership::EncodeMessage(m)).ok());
+  CHECK(Must(n1.membership().Stats()).messages_received == received);
+
+  // The dialing end: n3 trusts the mesh but holds n1 revoked, so the link
+  // it dials to n1 never carries a frame.
+  identity::Trust trust3;
+  REQUIRE(trust3.SetCa(pki.ca_pem()).ok());
+  pki::RevocationList revoked1;
+  REQUIRE(revoked1.RevokeIdentity(pki::IdentityKind::kNode, "n1", absl::Now())
+              .ok());
+  trust3.SetRevocations(revoked1);
+  TransportAs n3(pki, "n3", &loop, 256, absl::Seconds(10), &trust3);
+  m.from = "n3";
+  absl::Status s = n3.Send("n1", n1.address(), membership::EncodeMessage(m));
+  CHECK(s.code() == absl::StatusCode::kPermissionDenied);
+  CHECK(n3.transport().stats().links_refused == 1);
+  CHECK(Must(n1.membership().Stats()).messages_received == received);
+}
+
+TEST_CASE("two nodes gossip both ways over the one link the joiner dialed") {
+  testing::TempDir dir;
+  Pki pki(dir.path());
+  for (const char* n : {"n1", "n2"}) pki.Issue(n);
+  Loop loop;
+  Node n1(pki, "n1", &loop), n2(pki, "n2", &loop);
+  REQUIRE(n1.Start({}).ok());
+  REQUIRE(n2.Start({n1.address()}).ok());
+  REQUIRE(WaitFor([&] { return n1.Alive() == 2 && n2.Alive() == 2; },
+                  absl::Seconds(15)));
+  // A few probe rounds each way (one a second).
+  absl::SleepFor(absl::Seconds(3));
+  const membership::DriverStats d1 = Must(n1.membership().Stats());
+  CHECK(d1.membership.probes >= 2);
+  CHECK(d1.membership.probes_failed == 0);
+  CHECK(d1.send_failures == 0);
+  CHECK(n1.Alive() == 2);
+  CHECK(n2.Alive() == 2);
+  const auto t1 = Must(n1.membership().TransportStats());
+  const auto t2 = Must(n2.membership().TransportStats());
+  // n1 never dialed n2: it answered and probed on n2's link.
+  CHECK(t1.links_dialed == 0);
+  CHECK(t1.links_accepted == 1);
+  CHECK(t2.links_dialed == 1);
+  CHECK(t1.links_open == 1);
+  CHECK(t2.links_open == 1);
+  CHECK(t1.frames_written > 0);
+  CHECK(t1.frames_received > 0);
+  // Stopping n2 ends the link at both ends.
+  n2.membership().Stop();
+  CHECK(WaitFor(
+      [&] { return Must(n1.membership().TransportStats()).links_open == 0; },
+      absl::Seconds(5)));
 }
 
 }  // namespace
