@@ -17,7 +17,7 @@ packages=(
   # formatting check (part of the test suite)
   clang-format
   # tests: PKI, namespaces, netns, guests
-  openssl bc util-linux iproute2 procps sqlite3 busybox-static cpio kmod
+  openssl bc util-linux iproute2 nftables procps sqlite3 busybox-static cpio kmod
   qemu-system-x86
   # benchmarks: the anchors mycel is compared with
   runc crun hyperfine bpftool

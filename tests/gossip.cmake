@@ -16,7 +16,7 @@ mycel_test(gossip_integration_test
 mycel_test(membership_netns_test
   SRCS e2e/membership_netns_test.cc
   DEPS mycel_proto mycel_runtime mycel_testing
-  LABELS "e2e;privileged" TIMEOUT 240)
+  LABELS "e2e;privileged" TIMEOUT 420)
 add_dependencies(membership_netns_test myceld mycel)
 # The namespaces use one private subnet (10.213.0.0/24).
 set_tests_properties(membership_netns_test PROPERTIES RESOURCE_LOCK netns_10_213)

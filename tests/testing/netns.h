@@ -20,6 +20,8 @@
 namespace mycel::testing {
 
 inline constexpr char kIp[] = "/usr/sbin/ip";
+inline constexpr char kTc[] = "/usr/sbin/tc";
+inline constexpr char kNft[] = "/usr/sbin/nft";
 inline constexpr char kNsenter[] = "/usr/bin/nsenter";
 
 // Why network namespaces cannot be used here, or "" when they can (it
@@ -114,6 +116,53 @@ class BridgeNet {
         Run({kIp, "-n", hub(), "link", "set", veth(i), up ? "up" : "down"});
     return r.exit_code == 0 ? "" : absl::StrCat("ip link set: ", r.err);
   }
+  // Drops `percent` of the packets node i sends (0: none again). Every
+  // packet between two nodes then has that chance of being lost once.
+  // With tc netem on its eth0 where the kernel has it, else with an
+  // nftables rule in the node's namespace that drops at random (numgen),
+  // the same loss for a kernel built without sch_netem. The error, or "".
+  std::string SetLoss(int i, int percent) const {
+    CommandResult r =
+        percent > 0
+            ? Run({kTc, "-n", ns(i), "qdisc", "replace", "dev", "eth0", "root",
+                   "netem", "loss", absl::StrCat(percent, "%")})
+            : Run({kTc, "-n", ns(i), "qdisc", "del", "dev", "eth0", "root"});
+    if (r.exit_code == 0) return "";
+    const std::string netem = r.err;
+    std::vector<std::string> nft = {kIp, "netns", "exec", ns(i), kNft};
+    if (percent == 0) {
+      nft.insert(nft.end(), {"delete", "table", "inet", "mycel_loss"});
+      r = Run(nft);
+      return r.exit_code == 0 ? "" : absl::StrCat("nft: ", r.err);
+    }
+    nft.insert(nft.end(),
+               {absl::StrCat("add table inet mycel_loss; "
+                             "add chain inet mycel_loss out { type filter "
+                             "hook output priority 0; }; "
+                             "add rule inet mycel_loss out numgen random mod "
+                             "100 < ",
+                             percent, " counter drop")});
+    r = Run(nft);
+    return r.exit_code == 0
+               ? ""
+               : absl::StrCat("tc netem: ", netem, "; nft: ", r.err);
+  }
+  // Packets that SetLoss dropped for node i so far (netem's or the rule's
+  // counter), or -1 when none can be read.
+  int64_t Dropped(int i) const {
+    CommandResult r =
+        Run({kTc, "-s", "-n", ns(i), "qdisc", "show", "dev", "eth0"});
+    int64_t n = -1;
+    if (r.exit_code == 0 && r.out.find("netem") != std::string::npos) {
+      n = NumberAfter(r.out, "dropped ");
+    }
+    if (n < 0) {
+      r = Run({kIp, "netns", "exec", ns(i), kNft, "list", "table", "inet",
+               "mycel_loss"});
+      if (r.exit_code == 0) n = NumberAfter(r.out, "packets ");
+    }
+    return n;
+  }
   // Puts node i's link on `bridge`; the error, or "".
   std::string Attach(int i, const std::string& bridge) const {
     CommandResult r =
@@ -122,6 +171,18 @@ class BridgeNet {
   }
 
  private:
+  // The decimal number after the first `label` in `text`, or -1.
+  static int64_t NumberAfter(const std::string& text,
+                             const std::string& label) {
+    size_t at = text.find(label);
+    if (at == std::string::npos) return -1;
+    at += label.size();
+    size_t end = at;
+    while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
+    if (end == at) return -1;
+    return std::stoll(text.substr(at, end - at));
+  }
+
   Options options_;
   std::string prefix_;
   Namespaces namespaces_;
