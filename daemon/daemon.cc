@@ -430,6 +430,9 @@ void Daemon::StartMembership(int tcp_port) {
     o.ca_file = dir + "/ca.crt";
     o.cert_file = dir + "/node.crt";
     o.key_file = dir + "/node.key";
+    // The mesh's channels, from the same files: gossip links, replication
+    // and the identity calls to a peer share its connection.
+    o.channels = mesh_->channels();
   }
   o.refresh = identity::RefreshIntervalFor(
       mesh_ != nullptr ? mesh_->node_validity() : pki::kDefaultNodeValidity);

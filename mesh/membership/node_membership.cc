@@ -50,15 +50,18 @@ absl::Status NodeMembership::Start(Options options) {
   }
   signer_ = std::move(signer);
 
-  identity::PeerChannels::Options peer;
-  peer.mesh = mesh;
-  peer.ca_file = options.ca_file;
-  peer.cert_file = options.cert_file;
-  peer.key_file = options.key_file;
-  peer.refresh = options.refresh;
-  channels_ = std::make_unique<identity::PeerChannels>(std::move(peer));
+  identity::PeerChannels* channels = options.channels;
+  if (channels == nullptr) {
+    identity::PeerChannels::Options peer;
+    peer.mesh = mesh;
+    peer.ca_file = options.ca_file;
+    peer.cert_file = options.cert_file;
+    peer.key_file = options.key_file;
+    peer.refresh = options.refresh;
+    channels_ = std::make_unique<identity::PeerChannels>(std::move(peer));
+    channels = channels_.get();
+  }
   GrpcTransport::Options transport;
-  identity::PeerChannels* channels = channels_.get();
   transport.channels = [channels](absl::string_view name,
                                   absl::string_view address) {
     return channels->Get(name, address);

@@ -47,6 +47,11 @@ class NodeMembership {
     std::string key_file;
     // How often PeerChannels re-read them.
     absl::Duration refresh = absl::Minutes(1);
+    // Borrowed when set: the channels to use (the mesh's own, which
+    // replication and the identity calls use, so that one connection to a
+    // peer carries them all); else membership makes its own from the
+    // files above.
+    identity::PeerChannels* channels = nullptr;
     // Borrowed; they must outlive this object. `store` may be null.
     const identity::Trust* trust = nullptr;
     Clock* clock = nullptr;
