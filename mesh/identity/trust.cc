@@ -32,6 +32,12 @@ pki::RevocationList Trust::revocations() const {
   return *revocations_;
 }
 
+bool Trust::CouldRevoke(pki::IdentityKind kind, absl::string_view name) const {
+  absl::MutexLock lock(&mu_);
+  return !revocations_->serials().empty() ||
+         revocations_->IdentityRevokedAt(kind, name).has_value();
+}
+
 absl::StatusOr<Caller> Trust::Identify(absl::string_view pem, absl::Time now,
                                        pki::PeerSide side) const {
   if (pem.empty()) return Caller{};

@@ -46,6 +46,13 @@ class Trust {
   std::string mesh() const ABSL_LOCKS_EXCLUDED(mu_);
   // A copy of the current revocation list.
   pki::RevocationList revocations() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether the revocation list could refuse a certificate of `kind` and
+  // `name`: it names that identity, or it lists serials (which only the
+  // certificate itself can be checked against). False lets a caller that
+  // has just seen the certificate chained and in its validity (a TLS
+  // handshake) skip parsing it again.
+  bool CouldRevoke(pki::IdentityKind kind, absl::string_view name) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Who presented `pem` (the peer's leaf certificate as gRPC's auth context
   // gives it, "x509_pem_cert") at `now`: the chain to the mesh CA, the

@@ -384,6 +384,17 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
         named = true;
       }
     }
+    // The handshake has just chained the server's certificate to the CA,
+    // checked its validity and that it names this node: only a revocation
+    // is left to check, which needs no parse unless the list could apply.
+    const identity::Trust* trust = hub_->trust;
+    if (trust != nullptr) {
+      const uint64_t generation = trust->generation();
+      const std::string who = peer();
+      if (!who.empty() && !trust->CouldRevoke(pki::IdentityKind::kNode, who)) {
+        MarkChecked(generation);
+      }
+    }
     if (!Recheck()) return;
     {
       absl::MutexLock lock(&mu_);
@@ -439,8 +450,14 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   // The peer's certificate, accepted at `generation` of the trust now.
   void Checked(std::string cert_pem, uint64_t generation)
       ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      cert_pem_ = std::move(cert_pem);
+    }
+    MarkChecked(generation);
+  }
+  void MarkChecked(uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    cert_pem_ = std::move(cert_pem);
     checked_ = true;
     checked_generation_ = generation;
     checked_at_ = hub_->clock->Now();

@@ -218,10 +218,19 @@ TEST_CASE("trust: a certificate becomes a caller, or is refused") {
   CHECK(Fails(trust.Identify("-----BEGIN CERTIFICATE-----\nAAAA\n", T0()),
               kUnauth, "client certificate refused"));
   // Revoked, by name and by serial, from the moment the list is replaced.
+  CHECK_FALSE(trust.CouldRevoke(pki::IdentityKind::kNode, "b"));
+  pki::RevocationList by_name;
+  REQUIRE(by_name.RevokeIdentity(pki::IdentityKind::kNode, "b", T0()).ok());
+  trust.SetRevocations(by_name);
+  CHECK(trust.CouldRevoke(pki::IdentityKind::kNode, "b"));
+  CHECK_FALSE(trust.CouldRevoke(pki::IdentityKind::kNode, "c"));
+  CHECK_FALSE(trust.CouldRevoke(pki::IdentityKind::kUser, "b"));
   pki::RevocationList revoked;
   REQUIRE(revoked.RevokeIdentity(pki::IdentityKind::kNode, "b", T0()).ok());
   REQUIRE(revoked.RevokeSerial(viewer.serial, T0()).ok());
   trust.SetRevocations(revoked);
+  // A serial could be any certificate's.
+  CHECK(trust.CouldRevoke(pki::IdentityKind::kNode, "c"));
   CHECK(Fails(trust.Identify(node_pem, T0()), kUnauth, "revoked: node b"));
   CHECK(Fails(trust.Identify(viewer_pem, T0()), kUnauth, "revoked: serial"));
   // Another certificate of the same user is not revoked by that serial.
