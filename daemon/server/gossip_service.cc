@@ -3,19 +3,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace mycel {
-namespace {
-
-// Ends a link at once with `status`.
-class RefusedLink final
-    : public grpc::ServerBidiReactor<mycel::v1::GossipFrame,
-                                     mycel::v1::GossipFrame> {
- public:
-  explicit RefusedLink(grpc::Status status) { Finish(std::move(status)); }
-  void OnDone() override { delete this; }
-};
-
-}  // namespace
-
 grpc::ServerBidiReactor<mycel::v1::GossipFrame, mycel::v1::GossipFrame>*
 GossipService::Link(grpc::CallbackServerContext* ctx) {
   // Read before the check: a change of the trust after it makes the link
@@ -23,17 +10,19 @@ GossipService::Link(grpc::CallbackServerContext* ctx) {
   const uint64_t generation = authz_->trust_generation();
   absl::StatusOr<identity::Caller> caller = authz_->CallerOf(*ctx);
   if (!caller.ok()) {
-    return new RefusedLink(identity::ToGrpcStatus(caller.status()));
+    return membership::GrpcTransport::Refuse(
+        identity::ToGrpcStatus(caller.status()));
   }
   if (caller->kind != identity::CallerKind::kNode) {
-    return new RefusedLink(grpc::Status(
+    return membership::GrpcTransport::Refuse(grpc::Status(
         grpc::StatusCode::PERMISSION_DENIED,
         absl::StrCat(caller->Describe(),
                      " may not gossip: only nodes of the mesh may")));
   }
   absl::Status refused;
   auto* link = membership_->AcceptLink(ctx, caller->name, generation, &refused);
-  if (link == nullptr) return new RefusedLink(identity::ToGrpcStatus(refused));
+  if (link == nullptr)
+    return membership::GrpcTransport::Refuse(identity::ToGrpcStatus(refused));
   return link;
 }
 

@@ -51,8 +51,7 @@ std::string ServerNodeName(const grpc::ClientContext& context) {
 }
 
 // The peer's leaf certificate (PEM) as the handshake gave it; "" if none.
-std::string PeerCertificate(const grpc::ClientContext& context) {
-  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+std::string PeerCertificate(const grpc::AuthContext* auth) {
   if (auth == nullptr) return "";
   std::vector<grpc::string_ref> pems =
       auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
@@ -72,6 +71,9 @@ void ResetBackoffIfFailed(grpc::Channel* channel) {
 }  // namespace
 
 class GossipLink;
+
+// Links kept with one peer: the one it dialed and the one this node did.
+constexpr size_t kMaxLinksPerPeer = 2;
 
 struct GrpcTransport::Hub {
   explicit Hub(const Options& o)
@@ -632,7 +634,9 @@ class ClientLink final
 
   void OnReadInitialMetadataDone(bool ok) override {
     // Not ok: the stream failed, and OnReadDone says so.
-    if (ok) Ready(ServerNodeName(context_), PeerCertificate(context_));
+    if (ok)
+      Ready(ServerNodeName(context_),
+            PeerCertificate(context_.auth_context().get()));
   }
   void OnReadDone(bool ok) override {
     if (ReadAgain(ok, &in_)) StartRead(&in_);
@@ -669,14 +673,7 @@ class ServerLink final
 
   // The caller's certificate, accepted by the trust at `generation`.
   void Admitted(uint64_t generation) {
-    std::string pem;
-    if (std::shared_ptr<const grpc::AuthContext> auth =
-            context_->auth_context()) {
-      std::vector<grpc::string_ref> pems =
-          auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
-      if (!pems.empty()) pem.assign(pems[0].data(), pems[0].size());
-    }
-    Checked(std::move(pem), generation);
+    Checked(PeerCertificate(context_->auth_context().get()), generation);
   }
 
   void Start() {
@@ -702,7 +699,7 @@ class ServerLink final
   GossipFrame in_;
 };
 
-// Refuses a link (the transport is shut down).
+// Ends a link at once with its status.
 class RefusedLink final
     : public grpc::ServerBidiReactor<GossipFrame, GossipFrame> {
  public:
@@ -712,12 +709,32 @@ class RefusedLink final
 
 }  // namespace
 
+grpc::ServerBidiReactor<GossipFrame, GossipFrame>* GrpcTransport::Refuse(
+    grpc::Status status) {
+  return new RefusedLink(std::move(status));
+}
+
 std::shared_ptr<GossipLink> GrpcTransport::Hub::AddLocked(
     const std::shared_ptr<GossipLink>& link, const std::string& name,
     const std::string& address) {
   all.emplace(link.get(), link);
   if (!name.empty()) {
-    by_name[name].push_back(link.get());
+    std::vector<GossipLink*>& mine = by_name[name];
+    mine.push_back(link.get());
+    // One link each way is all a pair of nodes needs: a peer that opens
+    // more (a member flooding this node with streams) loses its own oldest,
+    // never another member's link.
+    size_t open = 0;
+    GossipLink* oldest = nullptr;
+    for (GossipLink* l : mine) {
+      if (l->closing()) continue;
+      ++open;
+      if (oldest == nullptr && l != link.get()) oldest = l;
+    }
+    if (open > kMaxLinksPerPeer && oldest != nullptr) {
+      links_evicted.fetch_add(1);
+      return all.at(oldest);
+    }
   } else {
     by_address[address] = link.get();
   }
@@ -855,13 +872,16 @@ grpc::ServerBidiReactor<GossipFrame, GossipFrame>* GrpcTransport::Accept(
   {
     absl::MutexLock lock(&hub_->mu);
     if (hub_->closed) {
-      return new RefusedLink(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                          "this node stopped gossiping"));
+      return Refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 "this node stopped gossiping"));
     }
+    // Started before anyone can find it: a link closed (evicted by the
+    // next one) before its first read was asked for would never end. The
+    // reactor is not bound yet, so gRPC only records these operations.
+    link->Start();
     evict = hub_->AddLocked(link, peer, "");
   }
   hub_->links_accepted.fetch_add(1);
-  link->Start();
   if (evict != nullptr) {
     evict->Close(absl::ResourceExhaustedError("too many links"),
                  /*graceful=*/true);

@@ -70,7 +70,8 @@ class GrpcTransport final : public Transport {
     // A dialed link's server is checked so too when it comes up.
     const identity::Trust* trust = nullptr;
     absl::Duration recheck_interval = absl::Minutes(1);
-    // Links kept open; beyond, the least recently used is closed.
+    // Links kept open; beyond, the least recently used is closed. With one
+    // peer, at most two (one dialed each way): a third closes its oldest.
     size_t max_links = 256;
     // Frames waiting on one link; beyond, a send fails at once
     // (RESOURCE_EXHAUSTED).
@@ -111,6 +112,12 @@ class GrpcTransport final : public Transport {
   grpc::ServerBidiReactor<mycel::v1::GossipFrame, mycel::v1::GossipFrame>*
   Accept(grpc::CallbackServerContext* context, std::string peer,
          uint64_t admitted_at);
+
+  // A server end that finishes a link at once with `status` (a caller
+  // refused before any link is made). gRPC owns it.
+  static grpc::ServerBidiReactor<mycel::v1::GossipFrame,
+                                 mycel::v1::GossipFrame>*
+  Refuse(grpc::Status status);
 
   // Closes every link and drops what arrives later. Idempotent; the
   // destructor calls it.

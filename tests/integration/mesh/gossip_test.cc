@@ -748,7 +748,9 @@ TEST_CASE("a link is closed once its peer is revoked, at either end") {
       absl::Seconds(5)));
   CHECK(Must(n1.membership().Stats()).messages_received == received);
   CHECK(n2.arrived().size() == 1);
-  // A new link is refused at the door.
+  // Once n2 sees its link end, a new one is refused at the door.
+  REQUIRE(WaitFor([&] { return n2.transport().stats().links_open == 0; },
+                  absl::Seconds(5)));
   m.body = membership::Ping{3, "n1"};
   CHECK_FALSE(n2.Send("n1", n1.address(), membership::EncodeMessage(m)).ok());
   CHECK(Must(n1.membership().Stats()).messages_received == received);
@@ -767,6 +769,75 @@ TEST_CASE("a link is closed once its peer is revoked, at either end") {
   CHECK(s.code() == absl::StatusCode::kPermissionDenied);
   CHECK(n3.transport().stats().links_refused == 1);
   CHECK(Must(n1.membership().Stats()).messages_received == received);
+}
+
+TEST_CASE("a member opening many links keeps two, and no one else loses one") {
+  testing::TempDir dir;
+  Pki pki(dir.path());
+  for (const char* n : {"n1", "n2", "n3"}) pki.Issue(n);
+  Loop loop;
+  Node n1(pki, "n1", &loop);
+  REQUIRE(n1.Start({}).ok());
+  // An honest member's link.
+  TransportAs n3(pki, "n3", &loop);
+  membership::Message ping;
+  ping.from = "n3";
+  ping.body = membership::Ping{1, "n1"};
+  REQUIRE(n3.Send("n1", n1.address(), membership::EncodeMessage(ping)).ok());
+  // n2 opens 20 links and holds them all open.
+  auto as_n2 = StubAs(pki, "n2", n1.address());
+  struct Held {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReaderWriter<mycel::v1::GossipFrame,
+                                             mycel::v1::GossipFrame>>
+        stream;
+  };
+  std::vector<std::unique_ptr<Held>> held;
+  membership::Message from2 = ping;
+  from2.from = "n2";
+  mycel::v1::GossipFrame frame;
+  frame.set_message(membership::EncodeMessage(from2));
+  for (int i = 0; i < 20; ++i) {
+    auto h = std::make_unique<Held>();
+    h->ctx.set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(30));
+    h->stream = as_n2->Link(&h->ctx);
+    REQUIRE(h->stream->Write(frame));
+    held.push_back(std::move(h));
+  }
+  // n1 closes n2's older links as newer ones come: two stay.
+  membership::GrpcTransport::Stats t1;
+  const bool settled =
+      WaitFor(
+          [&] {
+            t1 = Must(n1.membership().TransportStats());
+            return t1.links_accepted == 21 && t1.links_open == 3;
+          },
+          absl::Seconds(10))
+          .has_value();
+  REQUIRE_MESSAGE(settled, "accepted ", t1.links_accepted, " open ",
+                  t1.links_open, " evicted ", t1.links_evicted, " dialed ",
+                  t1.links_dialed);
+  CHECK(Must(n1.membership().TransportStats()).links_evicted == 18);
+  // The 18 closed end with RESOURCE_EXHAUSTED (which 18 is the order in
+  // which n1 accepted them); the 2 kept end as the client closes them.
+  mycel::v1::GossipFrame in;
+  int exhausted = 0, ok = 0;
+  for (auto& h : held) {
+    h->stream->WritesDone();
+    while (h->stream->Read(&in)) {
+    }
+    grpc::Status st = h->stream->Finish();
+    exhausted += st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    ok += st.ok();
+  }
+  CHECK(exhausted == 18);
+  CHECK(ok == 2);
+  // n3's link is untouched: its next ping goes on it, no new dial.
+  ping.body = membership::Ping{2, "n1"};
+  CHECK(n3.Send("n1", n1.address(), membership::EncodeMessage(ping)).ok());
+  CHECK(n3.transport().stats().links_dialed == 1);
+  CHECK(WaitFor([&] { return n3.arrived().size() == 2; }, absl::Seconds(5)));
 }
 
 TEST_CASE("two nodes gossip both ways over the one link the joiner dialed") {
