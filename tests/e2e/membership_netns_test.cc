@@ -154,6 +154,17 @@ bool Sees(const testing::DaemonProcess& d, const std::vector<int>& nodes,
   return true;
 }
 
+// Whether every running daemon sees all five alive.
+bool AllAlive(
+    const std::vector<std::unique_ptr<testing::DaemonProcess>>& daemons) {
+  for (const auto& x : daemons) {
+    if (!Sees(*x, {1, 2, 3, 4, 5}, mycel::v1::MEMBER_STATE_ALIVE)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::string Describe(
     const std::vector<std::unique_ptr<testing::DaemonProcess>>& daemons) {
   std::string out;
@@ -176,17 +187,10 @@ TEST_CASE(
     d[i - 1] = MakeDaemon(net, root.path(), i);
     REQUIRE_MESSAGE(d[i - 1]->Start(), d[i - 1]->Log());
   }
-  const std::vector<int> all = {1, 2, 3, 4, 5};
 
   // 1. Everyone sees five alive.
-  std::optional<absl::Duration> joined = WaitFor(
-      [&] {
-        for (auto& x : d) {
-          if (!Sees(*x, all, mycel::v1::MEMBER_STATE_ALIVE)) return false;
-        }
-        return true;
-      },
-      kJoinBound);
+  std::optional<absl::Duration> joined =
+      WaitFor([&] { return AllAlive(d); }, kJoinBound);
   REQUIRE_MESSAGE(joined.has_value(), Describe(d));
   MESSAGE("5 nodes converged (all alive everywhere) in ",
           absl::FormatDuration(*joined));
@@ -236,14 +240,8 @@ TEST_CASE(
   // 3. Restarted on its state, it is alive again at a higher incarnation.
   d[4] = MakeDaemon(net, root.path(), 5);
   REQUIRE_MESSAGE(d[4]->Start(), d[4]->Log());
-  std::optional<absl::Duration> back = WaitFor(
-      [&] {
-        for (auto& x : d) {
-          if (!Sees(*x, all, mycel::v1::MEMBER_STATE_ALIVE)) return false;
-        }
-        return true;
-      },
-      kJoinBound);
+  std::optional<absl::Duration> back =
+      WaitFor([&] { return AllAlive(d); }, kJoinBound);
   REQUIRE_MESSAGE(back.has_value(), Describe(d));
   MESSAGE("the restarted node was alive everywhere after ",
           absl::FormatDuration(*back));
@@ -261,14 +259,8 @@ TEST_CASE(
   MESSAGE("partitioned node3 was dead on node1 after ",
           absl::FormatDuration(*cut));
   REQUIRE(net.SetLink(3, true).empty());
-  std::optional<absl::Duration> healed = WaitFor(
-      [&] {
-        for (auto& x : d) {
-          if (!Sees(*x, all, mycel::v1::MEMBER_STATE_ALIVE)) return false;
-        }
-        return true;
-      },
-      kHealBound);
+  std::optional<absl::Duration> healed =
+      WaitFor([&] { return AllAlive(d); }, kHealBound);
   REQUIRE_MESSAGE(healed.has_value(), Describe(d));
   MESSAGE("after the partition ended, all 5 saw 5 alive after ",
           absl::FormatDuration(*healed));
@@ -283,16 +275,8 @@ std::vector<std::unique_ptr<testing::DaemonProcess>> StartFive(
     d[i - 1] = MakeDaemon(net, root.path(), i);
     REQUIRE_MESSAGE(d[i - 1]->Start(), d[i - 1]->Log());
   }
-  std::optional<absl::Duration> joined = WaitFor(
-      [&] {
-        for (auto& x : d) {
-          if (!Sees(*x, {1, 2, 3, 4, 5}, mycel::v1::MEMBER_STATE_ALIVE)) {
-            return false;
-          }
-        }
-        return true;
-      },
-      kJoinBound);
+  std::optional<absl::Duration> joined =
+      WaitFor([&] { return AllAlive(d); }, kJoinBound);
   REQUIRE_MESSAGE(joined.has_value(), Describe(d));
   return d;
 }
@@ -385,16 +369,8 @@ TEST_CASE("the mesh cut in two (2 | 3), then healed: the halves merge") {
   CHECK(Sees(*d[0], left, mycel::v1::MEMBER_STATE_ALIVE));
   CHECK(Sees(*d[4], right, mycel::v1::MEMBER_STATE_ALIVE));
   for (int i : right) REQUIRE(net.Attach(i, "br0").empty());
-  std::optional<absl::Duration> healed = WaitFor(
-      [&] {
-        for (auto& x : d) {
-          if (!Sees(*x, {1, 2, 3, 4, 5}, mycel::v1::MEMBER_STATE_ALIVE)) {
-            return false;
-          }
-        }
-        return true;
-      },
-      kHealBound);
+  std::optional<absl::Duration> healed =
+      WaitFor([&] { return AllAlive(d); }, kHealBound);
   REQUIRE_MESSAGE(healed.has_value(), Describe(d));
   MESSAGE("after the cut healed, all 5 saw 5 alive after ",
           absl::FormatDuration(*healed), " (bound ",
