@@ -524,6 +524,18 @@ void Daemon::StartReplication() {
     log::Error("replication not started", {{"error", s}});
     return;
   }
+  // This node's changes reach peers once on disk: from now on the
+  // committer syncs after each commit (under --durability normal) and says
+  // so. Not before: a node outside a mesh pays no sync. What was committed
+  // before the listener was set is synced here.
+  store_->SetDurableListener(
+      [this](int64_t seq) { replication_.OnDurable(seq); });
+  if (absl::StatusOr<int64_t> durable = store_->Sync(); durable.ok()) {
+    replication_.OnDurable(*durable);
+  } else {
+    log::Warn("state database: cannot sync the WAL",
+              {{"status", durable.status()}});
+  }
   boost::asio::post(io_, [this] {
     // Lists that arrived while this node was down, or before it knew the
     // CA, are merged now; then this node's own are published.

@@ -128,6 +128,8 @@ class ObjectStore {
   ObjectStore& operator=(const ObjectStore&) = delete;
 
   const std::string& origin() const { return store_->origin(); }
+  // The store's Store::durable_seq.
+  int64_t durable_seq() const { return store_->durable_seq(); }
   const Options& options() const { return options_; }
 
   // Called after each local Write commits, with the change, on the

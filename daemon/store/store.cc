@@ -87,8 +87,9 @@ absl::Status OpenImpl(const std::string& path, const Store::Options& options,
   // Never SQLITE_OPEN_CREATE: an existing file that is not a database,
   // empty ones included, must be refused rather than taken as a new one
   // (see Store::Open, which creates new databases).
-  int rc = sqlite3_open_v2(
-      path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &raw,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                           options.vfs.empty() ? nullptr : options.vfs.c_str());
   DbHandle db(raw);
   if (rc != SQLITE_OK) return SqliteError("open", db.get(), rc);
   // One myceld per state directory (the daemon lock) and one connection:
@@ -263,6 +264,13 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
       new Store(path, std::move(db), version, std::move(options), hlc_floor));
   absl::MutexLock lock(&store->mu_);
   store->next_seq_ = last_seq + 1;
+  // What an earlier run committed may still be only in the page cache (it
+  // was killed, or closed without a checkpoint): on disk before any of it
+  // can be published.
+  if (s = store->SyncWalLocked(); !s.ok()) {
+    return Annotate(s, absl::StrCat("state database ", path));
+  }
+  store->durable_seq_ = last_seq;
   for (const TableInfo& t : tables) {
     store->tables_[std::string(t.name)] = t.replication;
   }
@@ -278,6 +286,7 @@ Store::Store(std::string path, DbHandle db, int version, Options options,
       db_(std::move(db)),
       schema_version_(version),
       hlc_(options.clock, hlc_floor),
+      synchronous_full_(options.synchronous_full),
       max_queued_writes_(std::max<size_t>(1, options.max_queued_writes)),
       max_queued_bytes_(options.max_queued_bytes) {}
 
@@ -514,7 +523,52 @@ void Store::CommitLoop() {
     for (std::unique_ptr<PendingWrite>& w : batch) {
       std::move(w->done)(std::move(w->result));
     }
+    // Then made durable for replication, if it asked (SetDurableListener).
+    std::function<void(int64_t)> listener;
+    int64_t seq = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      seq = next_seq_ - 1;
+      if (!durable_listener_ || seq <= durable_seq_.load()) continue;
+      if (!synchronous_full_) {
+        if (absl::Status s = SyncWalLocked(); !s.ok()) {
+          // The next commit tries again; until then nothing past the last
+          // sync is published.
+          log::Warn("state database: cannot sync the WAL",
+                    {{"path", path_}, {"status", s}});
+          continue;
+        }
+      }
+      durable_seq_ = seq;
+      listener = durable_listener_;
+    }
+    listener(seq);
   }
+}
+
+absl::Status Store::SyncWalLocked() {
+  sqlite3_file* wal = nullptr;
+  int rc = sqlite3_file_control(db_.get(), "main", SQLITE_FCNTL_JOURNAL_POINTER,
+                                &wal);
+  if (rc != SQLITE_OK) return SqliteError("find the WAL", db_.get(), rc);
+  // No WAL open: every commit is in the main file, which checkpoints sync.
+  if (wal == nullptr || wal->pMethods == nullptr) return absl::OkStatus();
+  rc = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL);
+  if (rc != SQLITE_OK) return SqliteError("sync the WAL", db_.get(), rc);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Store::Sync() {
+  absl::MutexLock lock(&mu_);
+  const int64_t seq = next_seq_ - 1;
+  if (!synchronous_full_) RETURN_IF_ERROR(SyncWalLocked());
+  if (seq > durable_seq_.load()) durable_seq_ = seq;
+  return durable_seq_.load();
+}
+
+void Store::SetDurableListener(std::function<void(int64_t)> listener) {
+  absl::MutexLock lock(&mu_);
+  durable_listener_ = std::move(listener);
 }
 
 void Store::CommitBatchLocked(const Batch& batch) {

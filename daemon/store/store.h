@@ -16,6 +16,7 @@
 #ifndef MYCEL_DAEMON_STORE_STORE_H_
 #define MYCEL_DAEMON_STORE_STORE_H_
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -142,6 +143,10 @@ class Store {
     // would make 10,000 writes 10 GiB); a write alone in the queue is
     // always taken.
     size_t max_queued_bytes = 64 << 20;
+    // The SQLite VFS to open the database with, by name; empty: SQLite's
+    // default. Tests use it to simulate a power loss
+    // (tests/testing/power_loss_vfs.h).
+    std::string vfs;
   };
 
   // Opens the database at `path` and migrates it. Only where no file
@@ -243,6 +248,28 @@ class Store {
   };
   GroupCommitStats group_commit_stats() ABSL_LOCKS_EXCLUDED(queue_mu_);
 
+  // Durability of this node's own changes, for replication: a change must
+  // not reach a peer before it is on disk, or a power loss would take it
+  // back and its sequence number would be stamped again on another change,
+  // which the peer that holds the first takes as a duplicate.
+  //
+  // The highest sequence number of this node whose change is on disk: all
+  // of them at Open (which syncs the WAL), then as the committer syncs.
+  int64_t durable_seq() const { return durable_seq_.load(); }
+  // From now on, after each commit that holds writes of this node, the
+  // committer makes them durable and calls `listener` with durable_seq(),
+  // on its thread, after the writes have been answered. With
+  // synchronous=FULL the commit itself did it; with NORMAL the committer
+  // syncs the WAL (one fsync for all the commits since the last; the
+  // writes were answered before it, so a put's latency does not include
+  // it). With no listener set, NORMAL never syncs outside checkpoints.
+  // `listener` must be short, as `done` of SubmitReplicated.
+  void SetDurableListener(std::function<void(int64_t)> listener)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Makes every commit so far durable now (syncs the WAL, under NORMAL)
+  // and returns durable_seq(). Not from the committer thread's `done`.
+  absl::StatusOr<int64_t> Sync() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Runs `fn` in a transaction whose statements may write replicated tables
   // and the change log directly, for changes made on other nodes, which
   // keep the stamps their origin gave them. Only the store's replication
@@ -327,6 +354,8 @@ class Store {
   // Commits `batch` in one transaction, a savepoint per write, and sets
   // each one's result.
   void CommitBatchLocked(const Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Syncs the WAL (and so every commit before) to disk.
+  absl::Status SyncWalLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `table` may be written now (the authorizer's question).
   bool MayWrite(absl::string_view table) const;
 
@@ -358,6 +387,9 @@ class Store {
   Hlc hlc_;
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   ChangeSigner signer_ ABSL_GUARDED_BY(mu_);
+  const bool synchronous_full_;
+  std::atomic<int64_t> durable_seq_{0};
+  std::function<void(int64_t)> durable_listener_ ABSL_GUARDED_BY(mu_);
 
   // Group commit (SubmitReplicated): the writes waiting for the next
   // commit, and the thread that commits them.

@@ -80,6 +80,13 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
     });
   }
 
+  void OnDurable(int64_t seq) {
+    OnStrand([seq](Core& c) {
+      c.mu_.AssertHeld();  // OnStrand holds it
+      c.r_->OnDurable(seq, c.options_.clock->Now());
+    });
+  }
+
   void SetMembers(std::vector<ReplicationPeer> live,
                   std::vector<std::string> away) {
     OnStrand([live = std::move(live), away = std::move(away)](Core& c) {
@@ -240,6 +247,7 @@ ReplicationDriver::~ReplicationDriver() { Stop(); }
 void ReplicationDriver::OnLocalChange(store::ObjectChange change) {
   core_->OnLocalChange(std::move(change));
 }
+void ReplicationDriver::OnDurable(int64_t seq) { core_->OnDurable(seq); }
 void ReplicationDriver::Deliver(std::string peer, std::string bytes) {
   core_->Deliver(std::move(peer), std::move(bytes));
 }

@@ -94,6 +94,9 @@ class ReplicationDriver {
 
   // A change this node committed: pushed to `fanout` peers at once.
   void OnLocalChange(store::ObjectChange change);
+  // This node's changes up to `seq` are on disk (ReplicatorOptions::
+  // await_durable).
+  void OnDurable(int64_t seq);
   // Bytes from the peer whose certificate names `peer`.
   void Deliver(std::string peer, std::string bytes);
   // The members now live (with where to reach them) and away.

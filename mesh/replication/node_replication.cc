@@ -47,6 +47,7 @@ absl::Status NodeReplication::Start(Options o) {
   ReplicationDriverOptions d;
   d.replicator.name = o.name;
   d.replicator.random_seed = absl::ToUnixNanos(o.clock->Now());
+  d.replicator.await_durable = true;
   d.clock = o.clock;
   d.io = o.io;
   d.transport = transport_.get();
@@ -55,6 +56,8 @@ absl::Status NodeReplication::Start(Options o) {
       ReplicationDriver::Start(std::move(d));
   if (!driver.ok()) return driver.status();
   driver_ = *std::move(driver);
+  // What is on disk now; OnDurable tells of each later sync.
+  driver_->OnDurable(o.objects->durable_seq());
   poller_ = std::make_shared<Poller>();
   poller_->clock = o.clock;
   poller_->driver = driver_.get();
@@ -82,6 +85,11 @@ absl::Status NodeReplication::Deliver(std::string peer, std::string bytes) {
 void NodeReplication::OnLocalChange(const store::ObjectChange& change) {
   absl::MutexLock lock(&mu_);
   if (driver_ != nullptr && !stopped_) driver_->OnLocalChange(change);
+}
+
+void NodeReplication::OnDurable(int64_t seq) {
+  absl::MutexLock lock(&mu_);
+  if (driver_ != nullptr && !stopped_) driver_->OnDurable(seq);
 }
 
 absl::StatusOr<std::vector<PeerLag>> NodeReplication::Lag() const {

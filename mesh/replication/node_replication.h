@@ -63,6 +63,10 @@ class NodeReplication {
   // A change this node committed (the ObjectStore's listener).
   void OnLocalChange(const store::ObjectChange& change)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // This node's changes up to `seq` are on disk (the Store's durable
+  // listener). Its changes reach peers only then: a power loss cannot take
+  // back a change a peer holds and give its number to another.
+  void OnDurable(int64_t seq) ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<std::vector<PeerLag>> Lag() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<ReplicationDriverStats> Stats() const ABSL_LOCKS_EXCLUDED(mu_);

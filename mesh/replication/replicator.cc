@@ -61,6 +61,7 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Create(
 Replicator::Replicator(ReplicatorOptions options, ReplicaLog* log,
                        absl::Time now)
     : options_(std::move(options)), log_(log), prng_(options_.random_seed) {
+  if (!options_.await_durable) durable_ = INT64_MAX;
   // Nodes started together spread their rounds over the interval.
   const int64_t interval_us =
       absl::ToInt64Microseconds(options_.anti_entropy_interval);
@@ -72,6 +73,14 @@ Replicator::Replicator(ReplicatorOptions options, ReplicaLog* log,
 
 absl::Status Replicator::ReloadVersions() {
   ASSIGN_OR_RETURN(held_, log_->Versions());
+  auto own = held_.find(options_.name);
+  if (own != held_.end() && own->second > durable_) {
+    if (durable_ == 0) {
+      held_.erase(own);
+    } else {
+      own->second = durable_;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -95,15 +104,66 @@ void Replicator::SetMembers(std::vector<std::string> live,
 
 void Replicator::OnLocalChange(const store::ObjectChange& change,
                                absl::Time now) {
-  int64_t& held = held_[change.stamp.origin];
-  held = std::max(held, change.stamp.seq);
+  if (!Published(change.stamp)) {
+    if (undurable_.size() >= options_.max_pending) {
+      undurable_.erase(undurable_.begin());
+      ++stats_.undurable_dropped;
+    }
+    undurable_.push_back(change);
+    return;
+  }
+  PushOwn({change});
+}
+
+void Replicator::PushOwn(const std::vector<store::ObjectChange>& changes) {
+  for (const store::ObjectChange& c : changes) {
+    int64_t& held = held_[c.stamp.origin];
+    held = std::max(held, c.stamp.seq);
+  }
   if (members_.size() <= options_.direct_push_max) {
     // Every live member at once, with no hops: N - 1 messages, fewer than
     // gossip's up to fanout * N, and no node left to anti-entropy.
-    Push({change}, 0, "", members_.size());
+    Push(changes, 0, "", members_.size());
     return;
   }
-  Push({change}, PushHops(), "");
+  Push(changes, PushHops(), "");
+}
+
+void Replicator::OnDurable(int64_t seq, absl::Time now) {
+  if (!options_.await_durable || seq <= durable_) return;
+  durable_ = seq;
+  // What waited goes out in pushes of at most max_chunk_bytes (a message
+  // past the transport's limit would be dropped whole).
+  std::vector<store::ObjectChange> batch;
+  size_t bytes = 0;
+  size_t taken = 0;
+  for (; taken < undurable_.size() && Published(undurable_[taken].stamp);
+       ++taken) {
+    store::ObjectChange& c = undurable_[taken];
+    const size_t size = c.ns.size() + c.key.size() +
+                        (c.value.has_value() ? c.value->size() : 0) +
+                        c.stamp.signature.size() + 64;
+    if (!batch.empty() && bytes + size > options_.max_chunk_bytes) {
+      PushOwn(batch);
+      batch.clear();
+      bytes = 0;
+    }
+    bytes += size;
+    batch.push_back(std::move(c));
+  }
+  if (!batch.empty()) PushOwn(batch);
+  undurable_.erase(undurable_.begin(), undurable_.begin() + taken);
+  // Whatever was not pushed (dropped from the wait, or committed before
+  // this replicator started) is now shown to digests; and snapshots that
+  // waited go on.
+  int64_t& held = held_[options_.name];
+  held = std::max(held, seq);
+  for (auto& [id, s] : streams_) {
+    if (s.waiting_durable) {
+      s.waiting_durable = false;
+      Pump(s, now);
+    }
+  }
 }
 
 int Replicator::PushHops() const {
@@ -374,8 +434,13 @@ void Replicator::Pump(OutStream& s, absl::Time now) {
     v1::ReplicationChunk* chunk = m.mutable_chunk();
     chunk->set_stream(s.id);
     chunk->set_index(s.next_index);
-    const bool ok = s.snapshot ? FillSnapshot(s, chunk) : FillChanges(s, chunk);
-    if (!ok) {
+    const Fill fill =
+        s.snapshot ? FillSnapshot(s, chunk) : FillChanges(s, chunk);
+    if (fill == Fill::kWait) {
+      s.waiting_durable = true;
+      break;
+    }
+    if (fill == Fill::kError) {
       // The store failed: stop; the receiver drops a stream that goes
       // quiet, and the next digest exchange starts again.
       ++stats_.store_errors;
@@ -388,33 +453,52 @@ void Replicator::Pump(OutStream& s, absl::Time now) {
   }
 }
 
-bool Replicator::FillChanges(OutStream& s, v1::ReplicationChunk* chunk) {
+Replicator::Fill Replicator::FillChanges(OutStream& s,
+                                         v1::ReplicationChunk* chunk) {
   size_t used = 0;
   const std::vector<std::string> targets(s.targets.begin(), s.targets.end());
   for (const std::string& origin : targets) {
     if (used >= options_.max_chunk_bytes) break;
     absl::StatusOr<store::ChangeBatch> batch = log_->ReadChanges(
         origin, s.cursors[origin], options_.max_chunk_bytes - used);
-    if (!batch.ok()) return false;
+    if (!batch.ok()) return Fill::kError;
+    bool more = batch->more;
     for (const store::ObjectChange& c : batch->changes) {
+      // This node's changes not yet durable go by push once they are.
+      if (!Published(c.stamp)) {
+        more = false;
+        break;
+      }
       *chunk->add_changes() = ToProto(c);
       s.cursors[origin] = c.stamp.seq;
+      ++stats_.changes_streamed;
     }
-    stats_.changes_streamed += batch->changes.size();
     used += batch->bytes;
-    if (!batch->more) s.targets.erase(origin);
+    if (!more) s.targets.erase(origin);
   }
   if (s.targets.empty()) {
     s.done_reading = true;
     chunk->set_last(true);
   }
-  return true;
+  return Fill::kSent;
 }
 
-bool Replicator::FillSnapshot(OutStream& s, v1::ReplicationChunk* chunk) {
+Replicator::Fill Replicator::FillSnapshot(OutStream& s,
+                                          v1::ReplicationChunk* chunk) {
   absl::StatusOr<store::SnapshotChunk> snap =
       log_->ReadSnapshot(s.after, options_.max_chunk_bytes);
-  if (!snap.ok()) return false;
+  if (!snap.ok()) return Fill::kError;
+  // A row written by a change of this node not yet durable cannot be left
+  // out (the receiver would drop its own copy of the key, which a power
+  // loss here could leave only on this node) nor sent: the chunk waits.
+  // So does a first chunk whose vector (the receiver's base) covers such a
+  // change.
+  if ((s.next_index == 0 && At(snap->versions, options_.name) > durable_) ||
+      std::any_of(
+          snap->rows.begin(), snap->rows.end(),
+          [&](const store::Object& o) { return !Published(o.stamp); })) {
+    return Fill::kWait;
+  }
   chunk->set_snapshot(true);
   chunk->set_after_namespace(s.after.first);
   chunk->set_after_key(s.after.second);
@@ -431,7 +515,7 @@ bool Replicator::FillSnapshot(OutStream& s, v1::ReplicationChunk* chunk) {
     s.done_reading = true;
     chunk->set_last(true);
   }
-  return true;
+  return Fill::kSent;
 }
 
 void Replicator::HandleAck(absl::string_view peer,

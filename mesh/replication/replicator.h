@@ -94,6 +94,15 @@ struct ReplicatorOptions {
   absl::Duration tombstone_max_age = absl::Hours(72);
   // Received changes waiting for a gap before them to fill.
   size_t max_pending = 16384;
+  // Publish this node's own changes only once the store says they are on
+  // disk (OnDurable): pushes wait for it, and digests, streams and
+  // snapshots show no more of this node's sequence than is durable. A
+  // store that can lose its last commits (synchronous=NORMAL and a power
+  // loss) would otherwise stamp their numbers again on other changes,
+  // which peers that hold the first take as duplicates: replicas that
+  // never converge. Off: a change is durable when committed (the
+  // simulator, and synchronous=FULL).
+  bool await_durable = false;
   uint64_t random_seed = 0;
 };
 
@@ -131,6 +140,9 @@ struct ReplicatorStats {
   uint64_t own_sequence_behind = 0;
   uint64_t gc_tombstones = 0;
   uint64_t gc_log_changes = 0;
+  // Own changes waiting for OnDurable that were dropped from the wait
+  // (more than max_pending): anti-entropy sends them instead.
+  uint64_t undurable_dropped = 0;
 };
 
 class Replicator {
@@ -154,8 +166,13 @@ class Replicator {
   void SetMembers(std::vector<std::string> live, std::vector<std::string> away,
                   absl::Time now);
 
-  // A change this node committed (ObjectStore::Write): pushed at once.
+  // A change this node committed (ObjectStore::Write): pushed at once, or
+  // with await_durable once OnDurable covers it.
   void OnLocalChange(const store::ObjectChange& change, absl::Time now);
+
+  // With await_durable: this node's changes up to `seq` are on disk
+  // (store::Store::durable_seq). Until the first call none is published.
+  void OnDurable(int64_t seq, absl::Time now);
 
   // A message from `peer`, the name the transport authenticated. Returns
   // the first problem (a malformed message, a change the store refused),
@@ -207,6 +224,8 @@ class Replicator {
     uint64_t next_index = 0;
     std::set<uint64_t> unacked;
     absl::Time last_progress;
+    // Its next chunk waits for OnDurable (FillSnapshot's kWait).
+    bool waiting_durable = false;
   };
   // A snapshot this node receives.
   struct InSnapshot {
@@ -251,9 +270,17 @@ class Replicator {
   void StartStream(const std::string& peer, const store::VersionVector& theirs,
                    absl::Time now);
   void Pump(OutStream& s, absl::Time now);
-  bool FillChanges(OutStream& s, v1::ReplicationChunk* chunk);
-  bool FillSnapshot(OutStream& s, v1::ReplicationChunk* chunk);
+  enum class Fill { kSent, kWait, kError };
+  Fill FillChanges(OutStream& s, v1::ReplicationChunk* chunk);
+  // kWait: the chunk would show a change of this node not yet durable.
+  Fill FillSnapshot(OutStream& s, v1::ReplicationChunk* chunk);
+  // Whether this node's change `seq` may be published (await_durable).
+  bool Published(const store::ChangeStamp& stamp) const {
+    return stamp.origin != options_.name || stamp.seq <= durable_;
+  }
 
+  // Pushes changes of this node (now published) as a new change is.
+  void PushOwn(const std::vector<store::ObjectChange>& changes);
   // Sends `changes` to `width` random live peers (0: fanout) but `except`,
   // each allowed to pass them on `hops` more times.
   void Push(const std::vector<store::ObjectChange>& changes, int hops,
@@ -270,7 +297,13 @@ class Replicator {
   membership::Prng prng_;
   std::vector<std::string> members_;  // live, sorted, without this node
   std::vector<std::string> away_;
+  // What this node holds and shows peers; its own entry no more than
+  // durable_.
   store::VersionVector held_;
+  // With await_durable: the last own seq durable, and the own changes
+  // committed after it, in order, waiting to be pushed.
+  int64_t durable_ = 0;
+  std::vector<store::ObjectChange> undurable_;
   std::map<std::string, store::VersionVector, std::less<>> peer_versions_;
   std::map<std::string, absl::Time, std::less<>> last_digest_to_;
   // Received changes ahead of a gap, by (origin, seq), with their sender.
