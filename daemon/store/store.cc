@@ -524,12 +524,26 @@ void Store::CommitLoop() {
       std::move(w->done)(std::move(w->result));
     }
     // Then made durable for replication, if it asked (SetDurableListener).
+    // With more writes already queued, a sync may wait for the next commit
+    // (each sync covers all before it), but not past kMaxSyncDelay: under
+    // load the committer syncs that often rather than after every commit.
+    bool more_queued = false;
+    {
+      absl::MutexLock q(&queue_mu_);
+      more_queued = !queue_.empty();
+    }
     std::function<void(int64_t)> listener;
     int64_t seq = 0;
     {
       absl::MutexLock lock(&mu_);
       seq = next_seq_ - 1;
       if (!durable_listener_ || seq <= durable_seq_.load()) continue;
+      const auto now = std::chrono::steady_clock::now();
+      if (!synchronous_full_ && more_queued &&
+          now - last_sync_ < kMaxSyncDelay) {
+        continue;
+      }
+      last_sync_ = now;
       if (!synchronous_full_) {
         if (absl::Status s = SyncWalLocked(); !s.ok()) {
           // The next commit tries again; until then nothing past the last

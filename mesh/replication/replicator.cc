@@ -106,7 +106,7 @@ void Replicator::OnLocalChange(const store::ObjectChange& change,
                                absl::Time now) {
   if (!Published(change.stamp)) {
     if (undurable_.size() >= options_.max_pending) {
-      undurable_.erase(undurable_.begin());
+      undurable_.pop_front();
       ++stats_.undurable_dropped;
     }
     undurable_.push_back(change);

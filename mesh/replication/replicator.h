@@ -45,6 +45,7 @@
 #define MYCEL_MESH_REPLICATION_REPLICATOR_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -303,7 +304,7 @@ class Replicator {
   // With await_durable: the last own seq durable, and the own changes
   // committed after it, in order, waiting to be pushed.
   int64_t durable_ = 0;
-  std::vector<store::ObjectChange> undurable_;
+  std::deque<store::ObjectChange> undurable_;
   std::map<std::string, store::VersionVector, std::less<>> peer_versions_;
   std::map<std::string, absl::Time, std::less<>> last_digest_to_;
   // Received changes ahead of a gap, by (origin, seq), with their sender.

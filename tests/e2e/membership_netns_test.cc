@@ -177,23 +177,33 @@ std::string Describe(
   return out;
 }
 
-TEST_CASE(
-    "five myceld in network namespaces: join, crash, restart, partition") {
-  testing::TempDir root;
-  Network net;
+// Five nodes started on `net`, all alive everywhere; `joined_in`, when set,
+// gets how long that took.
+std::vector<std::unique_ptr<testing::DaemonProcess>> StartFive(
+    const Network& net, const testing::TempDir& root,
+    absl::Duration* joined_in = nullptr) {
   MakePki(root.Sub("pki"));
   std::vector<std::unique_ptr<testing::DaemonProcess>> d(kNodes);
   for (int i = 1; i <= kNodes; ++i) {
     d[i - 1] = MakeDaemon(net, root.path(), i);
     REQUIRE_MESSAGE(d[i - 1]->Start(), d[i - 1]->Log());
   }
-
-  // 1. Everyone sees five alive.
   std::optional<absl::Duration> joined =
       WaitFor([&] { return AllAlive(d); }, kJoinBound);
   REQUIRE_MESSAGE(joined.has_value(), Describe(d));
+  if (joined_in != nullptr) *joined_in = *joined;
+  return d;
+}
+
+TEST_CASE(
+    "five myceld in network namespaces: join, crash, restart, partition") {
+  testing::TempDir root;
+  Network net;
+  // 1. Everyone sees five alive.
+  absl::Duration joined;
+  auto d = StartFive(net, root, &joined);
   MESSAGE("5 nodes converged (all alive everywhere) in ",
-          absl::FormatDuration(*joined));
+          absl::FormatDuration(joined));
 
   // The JSON every field of which a script may use.
   testing::CommandResult json = d[0]->Cli({"-o", "json", "mesh", "members"});
@@ -264,21 +274,6 @@ TEST_CASE(
   REQUIRE_MESSAGE(healed.has_value(), Describe(d));
   MESSAGE("after the partition ended, all 5 saw 5 alive after ",
           absl::FormatDuration(*healed));
-}
-
-// Five nodes started on `net`, all alive everywhere.
-std::vector<std::unique_ptr<testing::DaemonProcess>> StartFive(
-    const Network& net, const testing::TempDir& root) {
-  MakePki(root.Sub("pki"));
-  std::vector<std::unique_ptr<testing::DaemonProcess>> d(kNodes);
-  for (int i = 1; i <= kNodes; ++i) {
-    d[i - 1] = MakeDaemon(net, root.path(), i);
-    REQUIRE_MESSAGE(d[i - 1]->Start(), d[i - 1]->Log());
-  }
-  std::optional<absl::Duration> joined =
-      WaitFor([&] { return AllAlive(d); }, kJoinBound);
-  REQUIRE_MESSAGE(joined.has_value(), Describe(d));
-  return d;
 }
 
 // How many times `d` declared a member failed, from its log.

@@ -272,6 +272,15 @@ class TransportAs {
   membership::GrpcTransport transport_;
 };
 
+// A ping from the node `from` to `target`.
+membership::Message PingFrom(std::string from, uint64_t seq,
+                             std::string target) {
+  membership::Message m;
+  m.from = std::move(from);
+  m.body = membership::Ping{seq, std::move(target)};
+  return m;
+}
+
 grpc::Status Exchange(mycel::v1::Gossip::Stub& stub,
                       const membership::Message& message) {
   grpc::ClientContext ctx;
@@ -336,9 +345,7 @@ TEST_CASE("a frame whose sender is not the certificate's node is refused") {
   auto as_n2 = StubAs(pki, "n2", n1.address());
 
   // n2 (its certificate) says it is n3 and pings n1.
-  membership::Message forged;
-  forged.from = "n3";
-  forged.body = membership::Ping{1, "n1"};
+  membership::Message forged = PingFrom("n3", 1, "n1");
   grpc::Status s = Exchange(*as_n2, forged);
   // The frame is queued before it is parsed: the refusal is counted.
   CHECK(s.ok());
@@ -379,9 +386,7 @@ TEST_CASE("users and clients without a certificate cannot gossip") {
   Loop loop;
   Node n1(pki, "n1", &loop);
   REQUIRE(n1.Start({}).ok());
-  membership::Message m;
-  m.from = "alice";
-  m.body = membership::Ping{1, "n1"};
+  membership::Message m = PingFrom("alice", 1, "n1");
 
   auto as_user = StubAs(pki, "alice", n1.address());
   grpc::Status s = Exchange(*as_user, m);
@@ -408,9 +413,7 @@ TEST_CASE("gossip before membership runs is FAILED_PRECONDITION") {
   pki.Issue("n2");
   Loop loop;
   Node n1(pki, "n1", &loop);
-  membership::Message m;
-  m.from = "n2";
-  m.body = membership::Ping{1, "n1"};
+  membership::Message m = PingFrom("n2", 1, "n1");
   grpc::Status s = Exchange(*StubAs(pki, "n2", n1.address()), m);
   CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
   CHECK(s.error_message().find("membership is not running") !=
@@ -429,9 +432,7 @@ TEST_CASE("GrpcTransport: a send to a name the server cannot prove fails") {
   Node n1(pki, "n1", &loop);
   REQUIRE(n1.Start({}).ok());
   TransportAs n2(pki, "n2", &loop);
-  membership::Message m;
-  m.from = "n2";
-  m.body = membership::Ping{1, "n1"};
+  membership::Message m = PingFrom("n2", 1, "n1");
   // The ack to a ping comes back on the link, from the node the server's
   // certificate names (for a seed known only by address too), so that it
   // needs no connection back to n2, which n1 does not even know.
@@ -725,9 +726,7 @@ TEST_CASE("a link is closed once its peer is revoked, at either end") {
   Node n1(pki, "n1", &loop);
   REQUIRE(n1.Start({}).ok());
   TransportAs n2(pki, "n2", &loop);
-  membership::Message m;
-  m.from = "n2";
-  m.body = membership::Ping{1, "n1"};
+  membership::Message m = PingFrom("n2", 1, "n1");
   REQUIRE(n2.Send("n1", n1.address(), membership::EncodeMessage(m)).ok());
   REQUIRE(WaitFor([&] { return n2.arrived().size() == 1; }, absl::Seconds(5)));
   const uint64_t received = Must(n1.membership().Stats()).messages_received;
@@ -780,9 +779,7 @@ TEST_CASE("a member opening many links keeps two, and no one else loses one") {
   REQUIRE(n1.Start({}).ok());
   // An honest member's link.
   TransportAs n3(pki, "n3", &loop);
-  membership::Message ping;
-  ping.from = "n3";
-  ping.body = membership::Ping{1, "n1"};
+  membership::Message ping = PingFrom("n3", 1, "n1");
   REQUIRE(n3.Send("n1", n1.address(), membership::EncodeMessage(ping)).ok());
   // n2 opens 20 links and holds them all open.
   auto as_n2 = StubAs(pki, "n2", n1.address());
