@@ -218,7 +218,7 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
           half_close_pending_ = true;  // WriteDone half-closes
         } else {
           act = true;
-          cancelling_ = true;
+          ++in_reactor_;
         }
       }
     }
@@ -232,7 +232,7 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
     bool release = false;
     {
       absl::MutexLock lock(&mu_);
-      cancelling_ = false;
+      --in_reactor_;
       release = ReleaseLocked();
     }
     if (release) DoRelease();
@@ -256,6 +256,7 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   // The reactor's operations. DoStartWrite is never called with another
   // write outstanding nor after DoRelease; DoRelease is called once.
   virtual void DoStartWrite(const GossipFrame* frame) = 0;
+  virtual void DoStartRead() = 0;  // never with another read outstanding
   virtual void DoCancel() = 0;
   virtual void DoHalfClose() = 0;  // no more writes from this end
   virtual void DoRelease() = 0;
@@ -279,14 +280,14 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
       if (half_close_pending_) {
         half_close_pending_ = false;
         half_close = true;
-        cancelling_ = true;  // holds the release until it is done
+        ++in_reactor_;  // holds the release until it is done
       }
       release = ReleaseLocked();
     }
     if (half_close) {
       DoHalfClose();
       absl::MutexLock lock(&mu_);
-      cancelling_ = false;
+      --in_reactor_;
       release = ReleaseLocked();
     }
     if (done) {
@@ -300,46 +301,83 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
     if (release) DoRelease();
   }
 
-  // OnReadDone(true): hands the frame on. True when the reactor should
-  // read again.
-  bool Received(GossipFrame* frame) ABSL_LOCKS_EXCLUDED(mu_) {
+  // What OnReadDone does next.
+  enum class AfterRead {
+    kReadNow,     // start the next read
+    kReadLater,   // the frame's answer starts it (ResumeReads)
+    kReadsEnded,  // the read side is over
+  };
+
+  // OnReadDone(true): hands the frame on.
+  //
+  // A frame handed to `inbound` is answered (an ack to a ping, a push-pull
+  // answer) or not, and only then does the link read again: the answer is
+  // written first. That saves a TLS record per answered frame. gRPC 1.51
+  // sends a window update as soon as a read is started on a stream that
+  // has taken in data since its last update; started after the answer, the
+  // read finds the window already restored by the answer's own write pass,
+  // which carries the update. It also bounds what one peer has queued at
+  // this node to one frame per link.
+  AfterRead Received(GossipFrame* frame) ABSL_LOCKS_EXCLUDED(mu_) {
     std::string peer;
     {
       absl::MutexLock lock(&mu_);
-      if (ended_ || closing_) return false;
+      if (ended_ || closing_) return AfterRead::kReadsEnded;
       peer = peer_;
       last_used_ = hub_->clock->Now();
     }
-    if (!Recheck()) return false;
+    if (!Recheck()) return AfterRead::kReadsEnded;
     hub_->frames_received.fetch_add(1);
+    // The reactor's buffer is free before the answer can start a read
+    // into it.
+    std::string bytes = std::move(*frame->mutable_message());
+    frame->Clear();
     absl::ReaderMutexLock deliver(&hub_->deliver_mu);
     // A client learns the server's name before any frame arrives (the
     // server sends its headers first); a frame without one is dropped.
-    if (hub_->inbound && !peer.empty()) {
-      std::weak_ptr<GossipLink> weak = weak_from_this();
-      std::shared_ptr<GrpcTransport::Hub> hub = hub_;
-      hub_->inbound(std::move(peer), std::move(*frame->mutable_message()),
-                    [weak, hub](std::string answer) {
-                      if (answer.empty()) return;
-                      std::shared_ptr<GossipLink> link = weak.lock();
-                      Transport::SendDone none;
-                      if (link != nullptr) {
-                        link->Write(answer,
-                                    hub->clock->Now() + hub->reply_deadline,
-                                    none);
-                      }
-                    });
-    }
-    frame->Clear();
-    return true;
+    if (!hub_->inbound || peer.empty()) return AfterRead::kReadNow;
+    std::weak_ptr<GossipLink> weak = weak_from_this();
+    std::shared_ptr<GrpcTransport::Hub> hub = hub_;
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    hub_->inbound(
+        std::move(peer), std::move(bytes),
+        [weak, hub, answered](std::string answer) {
+          if (answered->exchange(true)) return;
+          std::shared_ptr<GossipLink> link = weak.lock();
+          if (link == nullptr) return;
+          if (!answer.empty()) {
+            Transport::SendDone none;
+            link->Write(answer, hub->clock->Now() + hub->reply_deadline, none);
+          }
+          link->ResumeReads();
+        });
+    return AfterRead::kReadLater;
   }
 
-  // OnReadDone: hands an arrived frame on; true when the reactor should
-  // read again, else the read side is over.
+  // OnReadDone: true when the reactor should read again now. Otherwise
+  // the read side is over, or the frame's answer restarts it.
   bool ReadAgain(bool ok, GossipFrame* frame) ABSL_LOCKS_EXCLUDED(mu_) {
-    if (ok && Received(frame)) return true;
-    ReadsEnded();
-    return false;
+    const AfterRead next = ok ? Received(frame) : AfterRead::kReadsEnded;
+    if (next == AfterRead::kReadsEnded) ReadsEnded();
+    return next == AfterRead::kReadNow;
+  }
+
+  // Starts the next read once a frame is answered, unless the link is
+  // over or closing by then.
+  void ResumeReads() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (ended_ || closing_ || released_) return;
+      ++in_reactor_;
+    }
+    DoStartRead();
+    bool release = false;
+    {
+      absl::MutexLock lock(&mu_);
+      --in_reactor_;
+      release = ReleaseLocked();
+    }
+    if (release) DoRelease();
   }
 
   // The read side is over (the peer ended the stream, or it broke). What
@@ -496,7 +534,7 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   // The reactor may end once the stream is over or closing and no write is
   // outstanding.
   bool ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (released_ || cancelling_ || writing_ != nullptr ||
+    if (released_ || in_reactor_ > 0 || writing_ != nullptr ||
         !(ended_ || closing_)) {
       return false;
     }
@@ -601,7 +639,9 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool released_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelling_ ABSL_GUARDED_BY(mu_) = false;
+  // Reactor operations started outside mu_ and not yet returned (a
+  // cancel, a half-close, a read resumed): the release waits for them.
+  int in_reactor_ ABSL_GUARDED_BY(mu_) = 0;
   bool half_close_pending_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status close_status_ ABSL_GUARDED_BY(mu_);
 };
@@ -652,6 +692,7 @@ class ClientLink final
 
  private:
   void DoStartWrite(const GossipFrame* frame) override { StartWrite(frame); }
+  void DoStartRead() override { StartRead(&in_); }
   void DoCancel() override { context_.TryCancel(); }
   void DoHalfClose() override { StartWritesDone(); }
   void DoRelease() override { RemoveHold(); }
@@ -691,6 +732,7 @@ class ServerLink final
 
  private:
   void DoStartWrite(const GossipFrame* frame) override { StartWrite(frame); }
+  void DoStartRead() override { StartRead(&in_); }
   void DoCancel() override { context_->TryCancel(); }
   void DoHalfClose() override {}  // Finish, at the release, ends it
   void DoRelease() override { Finish(CloseStatus()); }
