@@ -73,8 +73,9 @@ Membership::Membership(const MembershipOptions& options)
                options.config.peer_burst),
       index_(0, IndexHash{&members_}, IndexEq{&members_}) {
   // A random start keeps acks meant for an earlier instance of this node
-  // from matching our probes.
-  next_seq_ = prng_.Next() >> 16;
+  // from matching our probes. 28 bits: a seq rides on every ping and ack,
+  // and below 2^28 it takes 4 bytes on the wire, not 7.
+  next_seq_ = prng_.Next() >> 36;
 }
 
 absl::Status Membership::Init(MembershipOptions options, absl::Time now) {
@@ -473,7 +474,9 @@ absl::Status Membership::HandleChecked(absl::string_view peer,
     ++stats_.rejected_malformed;
     return s;
   }
-  if (message.from != peer || peer == name_) {
+  // The sender is whom the transport authenticated; a message that names
+  // another (our own messages leave `from` out) is refused.
+  if ((!message.from.empty() && message.from != peer) || peer == name_) {
     ++stats_.rejected_sender_mismatch;
     return absl::PermissionDeniedError(
         absl::StrCat("message from \"", message.from, "\" arrived from peer \"",
@@ -513,7 +516,7 @@ absl::Status Membership::HandleChecked(absl::string_view peer,
 }
 
 void Membership::HandlePing(absl::string_view peer, const Ping& ping) {
-  if (ping.target != name_) {
+  if (!ping.target.empty() && ping.target != name_) {
     // Meant for another node that had our address; staying silent lets the
     // prober find out that node is gone.
     ++stats_.misdirected_pings;
@@ -595,7 +598,6 @@ void Membership::HandlePushPull(absl::string_view peer, const PushPull& pp,
     if (!pp.want.empty()) {
       // The records the answer asked for; it gets no reply.
       Message msg;
-      msg.from = name_;
       msg.body = PushPull{pp.seq, false, false, Records(nullptr, &pp.want),
                           {},     {},    true};
       outbox_.push_back(
@@ -623,7 +625,6 @@ void Membership::HandlePushPull(absl::string_view peer, const PushPull& pp,
   // of anything the request said about us (this is what heals a partition
   // in one exchange per member). It carries only what the sender lacks.
   Message msg;
-  msg.from = name_;
   msg.body =
       PushPull{pp.seq, pp.join,        /*reply=*/true, Records(&pp, nullptr),
                {},     std::move(want)};
@@ -973,8 +974,12 @@ std::string Membership::AddressOf(absl::string_view name) const {
 void Membership::Send(std::string to, std::string address, Body body,
                       std::vector<Update> first_updates) {
   Message msg;
-  msg.from = name_;
   msg.body = std::move(body);
+  // A ping to its target leaves the name out: the transport reaches only
+  // the member it names.
+  if (Ping* p = std::get_if<Ping>(&msg.body); p != nullptr && p->target == to) {
+    p->target.clear();
+  }
   msg.updates = std::move(first_updates);
   // Buddy system: a member we suspect (or hold dead) is told so in every
   // message we send it, so that it can refute at once instead of waiting
@@ -1100,7 +1105,6 @@ void Membership::Summarize(PushPull* pp) const {
 void Membership::SendPushPull(std::string to, std::string address, uint64_t seq,
                               bool join) {
   Message msg;
-  msg.from = name_;
   PushPull pp{seq, join};
   // A joiner knows few members and the receiver none of them: it sends
   // their records at once rather than a round trip later.

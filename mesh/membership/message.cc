@@ -99,7 +99,10 @@ absl::Status ValidateAlive(const Alive& alive) {
 }
 
 absl::Status ValidateMessage(const Message& message) {
-  if (absl::Status s = CheckName("from", message.from); !s.ok()) return s;
+  // Empty: the sender the transport authenticated.
+  if (!message.from.empty()) {
+    if (absl::Status s = CheckName("from", message.from); !s.ok()) return s;
+  }
   if (message.updates.size() > kMaxUpdatesPerMessage)
     return absl::InvalidArgumentError(
         absl::StrCat("updates: more than ", kMaxUpdatesPerMessage));
@@ -119,7 +122,9 @@ absl::Status ValidateMessage(const Message& message) {
     }
   }
   if (const Ping* p = std::get_if<Ping>(&message.body)) {
-    return CheckName("ping.target", p->target);
+    // Empty: the receiver.
+    return p->target.empty() ? absl::OkStatus()
+                             : CheckName("ping.target", p->target);
   }
   if (const IndirectPing* p = std::get_if<IndirectPing>(&message.body)) {
     return CheckName("indirect_ping.target", p->target);

@@ -78,6 +78,9 @@ using Update = std::variant<AliveRef, Suspect, Dead>;
 
 struct Ping {
   uint64_t seq = 0;
+  // The member meant, or empty for the receiver itself: a ping sent
+  // straight to its target leaves it out, since the transport delivers
+  // only to the member named (its certificate's name).
   std::string target;
 };
 struct Ack {
@@ -135,7 +138,9 @@ using Body =
     std::variant<std::monostate, Ping, Ack, Nack, IndirectPing, PushPull>;
 
 struct Message {
-  // The sender's name; must equal the identity the transport authenticated.
+  // The sender's name: empty (the state machine leaves it out, since the
+  // transport authenticates the sender) or equal to the identity the
+  // transport authenticated; anything else is refused.
   std::string from;
   Body body;
   std::vector<Update> updates;

@@ -407,10 +407,19 @@ TEST_CASE("decoding rejects oversized, garbage and invalid messages") {
         absl::StatusCode::kResourceExhausted);
   CHECK(DecodeMessage("\xff\xff\xff", 100).status().code() ==
         absl::StatusCode::kInvalidArgument);
-  // Valid protobuf, invalid message: no sender.
-  m.from = "";
+  // Valid protobuf, invalid message: a sender's name with a NUL.
+  m.from = std::string("a\0b", 3);
   CHECK(DecodeMessage(EncodeMessage(m), 100).status().message() ==
         "from: must be 1-253 bytes without NUL");
+  // No sender and no target is what a direct ping looks like: the
+  // receiver takes both from the transport.
+  m.from = "";
+  m.body = Ping{1, ""};
+  absl::StatusOr<Message> bare = DecodeMessage(EncodeMessage(m), 100);
+  REQUIRE(bare.ok());
+  CHECK(bare->from.empty());
+  CHECK(std::get<Ping>(bare->body).target.empty());
+  CHECK(EncodeMessage(m).size() + 6 == bytes.size());
   // An update with nothing set.
   v1::GossipMessage proto;
   proto.set_from("a");

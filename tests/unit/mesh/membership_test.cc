@@ -259,6 +259,36 @@ TEST_CASE("a misdirected ping is not answered") {
   CHECK(a->stats().misdirected_pings == 1);
 }
 
+TEST_CASE("messages leave out what the transport authenticates") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b"});
+  std::unique_ptr<Membership> b = f.Node("b", {"a"});
+  // a's probe of b names neither a nor b: the transport says who sent it
+  // and reaches only the member it names.
+  std::optional<Outbound> ping;
+  f.Run(a.get(), f.now + absl::Seconds(2), [&](Outbound& out) {
+    if (std::holds_alternative<Ping>(out.message.body) && !ping) ping = out;
+  });
+  REQUIRE(ping.has_value());
+  CHECK(ping->to == "b");
+  CHECK(ping->message.from.empty());
+  CHECK(std::get<Ping>(ping->message.body).target.empty());
+  // b answers it, and its ack names no sender either.
+  CHECK(b->HandleBytes("a", EncodeMessage(ping->message), f.now).ok());
+  std::vector<Outbound> out = b->TakeOutbox();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].to == "a");
+  CHECK(out[0].message.from.empty());
+  CHECK(std::get<Ack>(out[0].message.body).seq ==
+        std::get<Ping>(ping->message.body).seq);
+  // A sender that names itself is still accepted, and one that names
+  // another member is refused (the forged-sender case).
+  CHECK(b->HandleMessage("a", From("a", Ping{7, ""}), f.now).ok());
+  CHECK(b->HandleMessage("a", From("c", Ping{8, ""}), f.now).code() ==
+        absl::StatusCode::kPermissionDenied);
+  CHECK(b->stats().rejected_sender_mismatch == 1);
+}
+
 TEST_CASE("a flood from one peer is cut to its rate; probing carries on") {
   Fixture f;
   std::unique_ptr<Membership> a = f.Node("a", {"b", "c"});
