@@ -545,11 +545,16 @@ void Store::CommitLoop() {
       }
       last_sync_ = now;
       if (!synchronous_full_) {
+        const bool failed_before = !sync_failure_.ok();
         if (absl::Status s = SyncWalLocked(); !s.ok()) {
-          // The next commit tries again; until then nothing past the last
-          // sync is published.
-          log::Warn("state database: cannot sync the WAL",
-                    {{"path", path_}, {"status", s}});
+          // Nothing past the last good sync is published, now or later
+          // (SyncWalLocked); said once.
+          if (!failed_before) {
+            log::Error(
+                "state database: a WAL sync failed; this node's changes "
+                "stay local until myceld restarts",
+                {{"path", path_}, {"status", s}});
+          }
           continue;
         }
       }
@@ -561,6 +566,11 @@ void Store::CommitLoop() {
 }
 
 absl::Status Store::SyncWalLocked() {
+  // After a failed fsync the kernel may have dropped the pages it could not
+  // write and marked them clean, so a later fsync can succeed without them
+  // (PostgreSQL's "fsyncgate"). No later sync is trusted: only a restart,
+  // which reads back what is really on disk, makes changes durable again.
+  if (!sync_failure_.ok()) return sync_failure_;
   sqlite3_file* wal = nullptr;
   int rc = sqlite3_file_control(db_.get(), "main", SQLITE_FCNTL_JOURNAL_POINTER,
                                 &wal);
@@ -568,7 +578,11 @@ absl::Status Store::SyncWalLocked() {
   // No WAL open: every commit is in the main file, which checkpoints sync.
   if (wal == nullptr || wal->pMethods == nullptr) return absl::OkStatus();
   rc = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL);
-  if (rc != SQLITE_OK) return SqliteError("sync the WAL", db_.get(), rc);
+  if (rc != SQLITE_OK) {
+    // The connection's own error message is not about this call.
+    sync_failure_ = SqliteError("sync the WAL", nullptr, rc);
+    return sync_failure_;
+  }
   return absl::OkStatus();
 }
 

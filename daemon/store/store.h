@@ -265,12 +265,15 @@ class Store {
   // writes were answered before it, so a put's latency does not include
   // it). While more writes wait, it syncs at most every 5 ms instead of
   // after each commit. With no listener set, NORMAL never syncs outside
-  // checkpoints.
+  // checkpoints. Once a sync has failed, none is trusted again (nor is
+  // the listener called) until the store is opened anew: a failed fsync
+  // may have lost pages that a later one reports as written.
   // `listener` must be short, as `done` of SubmitReplicated.
   void SetDurableListener(std::function<void(int64_t)> listener)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Makes every commit so far durable now (syncs the WAL, under NORMAL)
   // and returns durable_seq(). Not from the committer thread's `done`.
+  // After a failed sync, that failure every time.
   absl::StatusOr<int64_t> Sync() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Runs `fn` in a transaction whose statements may write replicated tables
@@ -395,6 +398,8 @@ class Store {
   std::function<void(int64_t)> durable_listener_ ABSL_GUARDED_BY(mu_);
   // When the committer last synced for the listener.
   std::chrono::steady_clock::time_point last_sync_ ABSL_GUARDED_BY(mu_);
+  // The first failed WAL sync, sticky: see SyncWalLocked.
+  absl::Status sync_failure_ ABSL_GUARDED_BY(mu_);
   static constexpr std::chrono::milliseconds kMaxSyncDelay{5};
 
   // Group commit (SubmitReplicated): the writes waiting for the next

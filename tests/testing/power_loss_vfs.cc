@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -55,7 +56,10 @@ int Write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
 int Truncate(sqlite3_file* f, sqlite3_int64 size) {
   return R(f)->pMethods->xTruncate(R(f), size);
 }
+std::atomic<bool> g_sync_fails{false};
+
 int Sync(sqlite3_file* f, int flags) {
+  if (g_sync_fails.load()) return SQLITE_IOERR_FSYNC;
   File* file = reinterpret_cast<File*>(f);
   int rc = file->real->pMethods->xSync(file->real, flags);
   if (rc != SQLITE_OK || file->path == nullptr) return rc;
@@ -183,6 +187,8 @@ int CurrentTimeInt64(sqlite3_vfs* vfs, sqlite3_int64* out) {
 }
 
 }  // namespace
+
+void SetPowerLossSyncFailure(bool fail) { g_sync_fails = fail; }
 
 void RegisterPowerLossVfs() {
   static std::once_flag once;

@@ -26,6 +26,10 @@ inline constexpr char kPowerLossVfs[] = "powerloss";
 // Registers the VFS (not as the default); more calls do nothing.
 void RegisterPowerLossVfs();
 
+// While set, every sync through the VFS fails (SQLITE_IOERR_FSYNC) and
+// keeps nothing, as an fsync that hits a disk error.
+void SetPowerLossSyncFailure(bool fail);
+
 // Replaces the database at `db` and its -wal and -journal with their last
 // synced copies, removes those never synced, and removes -shm (memory, not
 // disk). No connection may have the database open.

@@ -916,6 +916,56 @@ TEST_CASE(
   CHECK(put(*store, 531) == 531);
 }
 
+TEST_CASE("after a failed WAL sync no later sync is trusted until reopen") {
+  testing::RegisterPowerLossVfs();
+  testing::TempDir dir;
+  SetClock clock;
+  Store::Options options = ReplicatedOptions(&clock);
+  options.vfs = testing::kPowerLossVfs;
+  const std::string path = dir.Sub("f.db");
+  auto opened = Store::Open(path, options);
+  REQUIRE_MESSAGE(opened.ok(), opened.status());
+  std::unique_ptr<Store> store = *std::move(opened);
+  std::atomic<int64_t> heard{0};
+  store->SetDurableListener([&](int64_t seq) { heard = seq; });
+  auto settle = [&](int64_t want) {
+    for (int spins = 0; heard.load() < want && spins < 2000; ++spins) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  };
+  REQUIRE(Put(*store, "a", "1").ok());
+  settle(1);
+  REQUIRE(heard.load() == 1);
+
+  // The disk fails one sync: the write was answered, but is not published.
+  testing::SetPowerLossSyncFailure(true);
+  REQUIRE(Put(*store, "b", "2").ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  CHECK(heard.load() == 1);
+  CHECK(store->durable_seq() == 1);
+  // The disk answers again, but what the failed sync left behind may be
+  // lost: neither the committer nor Sync trusts a later sync.
+  testing::SetPowerLossSyncFailure(false);
+  REQUIRE(Put(*store, "c", "3").ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  CHECK(heard.load() == 1);
+  CHECK(store->durable_seq() == 1);
+  absl::StatusOr<int64_t> synced = store->Sync();
+  CHECK(synced.status().message() ==
+        "sync the WAL: disk I/O error (disk I/O error, code 1034)");
+  CHECK(store->durable_seq() == 1);
+
+  // Opened anew, the store syncs what is really there and trusts it.
+  store.reset();
+  opened = Store::Open(path, options);
+  REQUIRE_MESSAGE(opened.ok(), opened.status());
+  store = *std::move(opened);
+  CHECK(store->durable_seq() == 3);
+  synced = store->Sync();
+  REQUIRE(synced.ok());
+  CHECK(*synced == 3);
+}
+
 TEST_CASE("the hybrid logical clock never goes back and refuses skew") {
   SetClock clock;
   Hlc hlc(&clock, 0);
