@@ -894,6 +894,73 @@ TEST_CASE("a link is closed once its peer is revoked, at either end") {
   CHECK(Must(n1.membership().Stats()).messages_received == received);
 }
 
+TEST_CASE("a flood down one link is paced by the node, which stays healthy") {
+  testing::TempDir dir;
+  Pki pki(dir.path());
+  for (const char* n : {"n1", "n2", "n3"}) pki.Issue(n);
+  Loop loop;
+  Node n1(pki, "n1", &loop);
+  REQUIRE(n1.Start({}).ok());
+  TransportAs n3(pki, "n3", &loop);
+  // n2, a member of the mesh, writes pings down one link as fast as gRPC
+  // takes them, for 3 s, and never reads n1's acks.
+  auto as_n2 = StubAs(pki, "n2", n1.address());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = as_n2->Link(&ctx);
+  mycel::v1::GossipFrame frame;
+  frame.set_message(membership::EncodeMessage(PingFrom("", 1, "")));
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> written{0};
+  std::thread flood([&] {
+    while (!stop.load() && stream->Write(frame)) ++written;
+  });
+  const absl::Time flood_start = absl::Now();
+  // Meanwhile n3 probes n1 every 100 ms and waits for each ack.
+  int probes = 0, acked = 0;
+  absl::Duration slowest;
+  for (uint64_t seq = 1; absl::Now() - flood_start < absl::Seconds(3); ++seq) {
+    const absl::Time sent = absl::Now();
+    REQUIRE(n3.Send("n1", n1.address(),
+                    membership::EncodeMessage(PingFrom("", seq, "")))
+                .ok());
+    ++probes;
+    const bool got =
+        WaitFor(
+            [&] {
+              for (const auto& [from, bytes] : n3.arrived()) {
+                auto a = membership::DecodeMessage(bytes, 1 << 16);
+                const membership::Ack* ack =
+                    a.ok() ? std::get_if<membership::Ack>(&a->body) : nullptr;
+                if (ack != nullptr && ack->seq == seq) return true;
+              }
+              return false;
+            },
+            absl::Seconds(1))
+            .has_value();
+    acked += got;
+    slowest = std::max(slowest, absl::Now() - sent);
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  stop = true;
+  ctx.TryCancel();
+  flood.join();
+  const membership::DriverStats st = Must(n1.membership().Stats());
+  MESSAGE("n2 wrote ", written.load(), " frames; n1 handled ",
+          st.messages_received, ", rejected ", st.messages_rejected,
+          "; n3's slowest ack ", absl::FormatDuration(slowest));
+  // The honest member is answered throughout, within the probe timeout.
+  CHECK(acked == probes);
+  CHECK(slowest < absl::Milliseconds(500));
+  // n1 takes n2's frames one at a time (the link reads the next once the
+  // last is handled) and drops none from its queue; what n2 wrote beyond
+  // that waits at n2, behind HTTP/2 flow control. The rate limit refused
+  // most of what n1 took.
+  CHECK(st.deliveries_dropped == 0);
+  CHECK(st.membership.rejected_rate_limited > 0);
+  CHECK(st.messages_received >= static_cast<uint64_t>(probes));
+}
+
 TEST_CASE("a member opening many links keeps two, and no one else loses one") {
   testing::TempDir dir;
   Pki pki(dir.path());
