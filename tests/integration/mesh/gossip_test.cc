@@ -282,6 +282,24 @@ membership::Message PingFrom(std::string from, uint64_t seq,
   return m;
 }
 
+// Whether an ack to `seq` has arrived at `t`, waiting up to `timeout`.
+bool AckArrives(TransportAs& t, uint64_t seq,
+                absl::Duration timeout = absl::Seconds(5)) {
+  return WaitFor(
+             [&] {
+               for (const auto& [from, bytes] : t.arrived()) {
+                 absl::StatusOr<membership::Message> a =
+                     membership::DecodeMessage(bytes, 64 << 10);
+                 const membership::Ack* ack =
+                     a.ok() ? std::get_if<membership::Ack>(&a->body) : nullptr;
+                 if (ack != nullptr && ack->seq == seq) return true;
+               }
+               return false;
+             },
+             timeout)
+      .has_value();
+}
+
 grpc::Status Exchange(mycel::v1::Gossip::Stub& stub,
                       const membership::Message& message) {
   grpc::ClientContext ctx;
@@ -762,25 +780,11 @@ TEST_CASE("GrpcTransport: an answer carries the link's window updates") {
   const int port = std::stoi(n1.address().substr(n1.address().rfind(':') + 1));
   CountingRelay relay(port);
   TransportAs n2(pki, "n2", &loop);
-  auto acked = [&](uint64_t seq) {
-    return WaitFor(
-        [&] {
-          for (const auto& [from, bytes] : n2.arrived()) {
-            absl::StatusOr<membership::Message> a =
-                membership::DecodeMessage(bytes, 64 << 10);
-            const membership::Ack* ack =
-                a.ok() ? std::get_if<membership::Ack>(&a->body) : nullptr;
-            if (ack != nullptr && ack->seq == seq) return true;
-          }
-          return false;
-        },
-        absl::Seconds(5));
-  };
   auto ping = [&](uint64_t seq) {
     REQUIRE(n2.Send("n1", relay.address(),
                     membership::EncodeMessage(PingFrom("", seq, "")))
                 .ok());
-    REQUIRE(acked(seq));
+    REQUIRE(AckArrives(n2, seq));
   };
   // The link comes up (TLS handshake, HTTP/2 settings) with the first
   // ping, and n1's first acks carry its own record to the new peer.
@@ -925,19 +929,7 @@ TEST_CASE("a flood down one link is paced by the node, which stays healthy") {
                     membership::EncodeMessage(PingFrom("", seq, "")))
                 .ok());
     ++probes;
-    const bool got =
-        WaitFor(
-            [&] {
-              for (const auto& [from, bytes] : n3.arrived()) {
-                auto a = membership::DecodeMessage(bytes, 1 << 16);
-                const membership::Ack* ack =
-                    a.ok() ? std::get_if<membership::Ack>(&a->body) : nullptr;
-                if (ack != nullptr && ack->seq == seq) return true;
-              }
-              return false;
-            },
-            absl::Seconds(1))
-            .has_value();
+    const bool got = AckArrives(n3, seq, absl::Seconds(1));
     acked += got;
     slowest = std::max(slowest, absl::Now() - sent);
     absl::SleepFor(absl::Milliseconds(100));
