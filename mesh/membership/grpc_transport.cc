@@ -205,6 +205,7 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
       ABSL_LOCKS_EXCLUDED(mu_) {
     std::vector<Transport::SendDone> failed;
     bool act = false;
+    bool read = false;
     {
       absl::MutexLock lock(&mu_);
       if (closing_) return;
@@ -214,6 +215,14 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
       // A reactor already released may be gone (a server's context is
       // gRPC's): act only on one that is not, and keep it so meanwhile.
       if (!released_) {
+        // A link between a frame and its answer has no read outstanding
+        // (Received); a stream ends only with one (a server link finished
+        // without one stayed open), so it gets one now.
+        if (!reading_ && !ended_) {
+          reading_ = true;
+          read = true;
+          ++in_reactor_;
+        }
         if (graceful && writing_ != nullptr) {
           half_close_pending_ = true;  // WriteDone half-closes
         } else {
@@ -223,16 +232,19 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
       }
     }
     Fail(failed, why);
-    if (!act) return;
-    if (graceful) {
-      DoHalfClose();
-    } else {
-      DoCancel();
+    if (read) DoStartRead();
+    if (act) {
+      if (graceful) {
+        DoHalfClose();
+      } else {
+        DoCancel();
+      }
     }
+    if (!read && !act) return;
     bool release = false;
     {
       absl::MutexLock lock(&mu_);
-      --in_reactor_;
+      in_reactor_ -= (read ? 1 : 0) + (act ? 1 : 0);
       release = ReleaseLocked();
     }
     if (release) DoRelease();
@@ -338,28 +350,49 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
     if (!hub_->inbound || peer.empty()) return AfterRead::kReadNow;
     std::weak_ptr<GossipLink> weak = weak_from_this();
     std::shared_ptr<GrpcTransport::Hub> hub = hub_;
-    auto answered = std::make_shared<std::atomic<bool>>(false);
+    // Who starts the next read: the answer, when it comes after `inbound`
+    // returned; this reaction, when `inbound` answered at once (a dropped
+    // frame), so that no read is started from inside `inbound`.
+    enum class Phase { kDelivering, kAnswered, kReturned };
+    struct Turn {
+      std::atomic<bool> answered{false};  // the answer came (once)
+      std::atomic<Phase> phase{Phase::kDelivering};
+    };
+    auto turn = std::make_shared<Turn>();
     hub_->inbound(
         std::move(peer), std::move(bytes),
-        [weak, hub, answered](std::string answer) {
-          if (answered->exchange(true)) return;
+        [weak, hub, turn](std::string answer) {
+          if (turn->answered.exchange(true)) return;
           std::shared_ptr<GossipLink> link = weak.lock();
-          if (link == nullptr) return;
-          if (!answer.empty()) {
+          if (link != nullptr && !answer.empty()) {
             Transport::SendDone none;
             link->Write(answer, hub->clock->Now() + hub->reply_deadline, none);
           }
-          link->ResumeReads();
+          if (turn->phase.exchange(Phase::kAnswered) == Phase::kReturned &&
+              link != nullptr) {
+            link->ResumeReads();
+          }
         });
-    return AfterRead::kReadLater;
+    return turn->phase.exchange(Phase::kReturned) == Phase::kAnswered
+               ? AfterRead::kReadNow
+               : AfterRead::kReadLater;
   }
 
   // OnReadDone: true when the reactor should read again now. Otherwise
   // the read side is over, or the frame's answer restarts it.
   bool ReadAgain(bool ok, GossipFrame* frame) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+    }
     const AfterRead next = ok ? Received(frame) : AfterRead::kReadsEnded;
     if (next == AfterRead::kReadsEnded) ReadsEnded();
-    return next == AfterRead::kReadNow;
+    if (next != AfterRead::kReadNow) return false;
+    // Unless Close started one meanwhile.
+    absl::MutexLock lock(&mu_);
+    if (reading_) return false;
+    reading_ = true;
+    return true;
   }
 
   // Starts the next read once a frame is answered, unless the link is
@@ -367,7 +400,9 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   void ResumeReads() ABSL_LOCKS_EXCLUDED(mu_) {
     {
       absl::MutexLock lock(&mu_);
-      if (ended_ || closing_ || released_) return;
+      // Closing, the link already has its read (Close).
+      if (ended_ || released_ || reading_) return;
+      reading_ = true;
       ++in_reactor_;
     }
     DoStartRead();
@@ -642,6 +677,9 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   // Reactor operations started outside mu_ and not yet returned (a
   // cancel, a half-close, a read resumed): the release waits for them.
   int in_reactor_ ABSL_GUARDED_BY(mu_) = 0;
+  // A read is outstanding, or about to be started by whoever set this. The
+  // reactors start the first read themselves (Bind, Start).
+  bool reading_ ABSL_GUARDED_BY(mu_) = true;
   bool half_close_pending_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status close_status_ ABSL_GUARDED_BY(mu_);
 };

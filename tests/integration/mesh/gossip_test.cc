@@ -591,6 +591,128 @@ class CountingServer {
   int port_ = 0;
 };
 
+// Node `name` of the Pki serving links through its own GrpcTransport,
+// whose inbound keeps every frame's answer back until Answer(): a link
+// then sits between a frame and its answer, with no read outstanding.
+class HoldingServer {
+ public:
+  HoldingServer(const Pki& pki, const std::string& name, Loop* loop)
+      : transport_({.inbound =
+                        [this](std::string, std::string,
+                               std::function<void(std::string)> reply) {
+                          absl::MutexLock lock(&mu_);
+                          held_.push_back(std::move(reply));
+                        },
+                    .clock = &loop->clock}),
+        service_(&transport_) {
+    TlsFiles files;
+    files.cert_file = pki.cert_file(name);
+    files.key_file = pki.key_file(name);
+    files.ca_file = pki.ca_file();
+    files.cert = Must(ReadFile(files.cert_file));
+    files.key = Must(ReadFile(files.key_file));
+    files.ca = Must(ReadFile(files.ca_file));
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(
+        "127.0.0.1:0", MtlsServerCredentials(files, absl::Minutes(1)), &port_);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    REQUIRE(server_ != nullptr);
+  }
+  ~HoldingServer() {
+    Answer();
+    transport_.Shutdown();
+    server_->Shutdown(std::chrono::system_clock::now());
+    server_->Wait();
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  size_t held() {
+    absl::MutexLock lock(&mu_);
+    return held_.size();
+  }
+  // Lets every held frame go unanswered, which resumes its link's reads.
+  void Answer() {
+    std::vector<std::function<void(std::string)>> held;
+    {
+      absl::MutexLock lock(&mu_);
+      held.swap(held_);
+    }
+    for (auto& reply : held) reply("");
+  }
+  membership::GrpcTransport& transport() { return transport_; }
+
+ private:
+  // Every caller is taken as n2, the only one these tests use.
+  class Service final : public mycel::v1::Gossip::CallbackService {
+   public:
+    explicit Service(membership::GrpcTransport* t) : t_(t) {}
+    grpc::ServerBidiReactor<mycel::v1::GossipFrame, mycel::v1::GossipFrame>*
+    Link(grpc::CallbackServerContext* ctx) override {
+      return t_->Accept(ctx, "n2", 0);
+    }
+
+   private:
+    membership::GrpcTransport* const t_;
+  };
+
+  absl::Mutex mu_;
+  std::vector<std::function<void(std::string)>> held_ ABSL_GUARDED_BY(mu_);
+  membership::GrpcTransport transport_;
+  Service service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST_CASE("a link closed while a frame waits for its answer still ends") {
+  testing::TempDir dir;
+  Pki pki(dir.path());
+  for (const char* n : {"n1", "n2"}) pki.Issue(n);
+  Loop loop;
+  HoldingServer n1(pki, "n1", &loop);
+  auto as_n2 = StubAs(pki, "n2", n1.address());
+  struct Held {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReaderWriter<mycel::v1::GossipFrame,
+                                             mycel::v1::GossipFrame>>
+        stream;
+  };
+  mycel::v1::GossipFrame frame;
+  frame.set_message(membership::EncodeMessage(PingFrom("", 1, "")));
+  std::vector<std::unique_ptr<Held>> links;
+  // Three links from n2, a frame down each, none answered: n1 evicts the
+  // first (at most two per peer) while it reads nothing, waiting for the
+  // answer.
+  for (size_t i = 1; i <= 3; ++i) {
+    auto h = std::make_unique<Held>();
+    h->ctx.set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(10));
+    h->stream = as_n2->Link(&h->ctx);
+    REQUIRE(h->stream->Write(frame));
+    links.push_back(std::move(h));
+    REQUIRE(WaitFor([&] { return n1.held() == i; }, absl::Seconds(5)));
+  }
+  // The evicted link ends at once with RESOURCE_EXHAUSTED, not at its
+  // deadline, and leaves n1's table.
+  const absl::Time start = absl::Now();
+  mycel::v1::GossipFrame in;
+  while (links[0]->stream->Read(&in)) {
+  }
+  const grpc::Status st = links[0]->stream->Finish();
+  CHECK_MESSAGE(st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED,
+                st.error_message());
+  CHECK(absl::Now() - start < absl::Seconds(5));
+  CHECK(WaitFor([&] { return n1.transport().stats().links_open == 2; },
+                absl::Seconds(5)));
+  CHECK(n1.transport().stats().links_evicted == 1);
+  // Answered, the other two read on.
+  n1.Answer();
+  for (size_t i = 1; i < links.size(); ++i) {
+    REQUIRE(links[i]->stream->Write(frame));
+  }
+  CHECK(WaitFor([&] { return n1.held() == 2; }, absl::Seconds(5)));
+  for (size_t i = 1; i < links.size(); ++i) links[i]->ctx.TryCancel();
+}
+
 TEST_CASE("an answer in a response forged in another node's name is refused") {
   // A member (n1, with its own valid certificate) answers n2's join with a
   // push-pull answer that claims to come from n3, listing n3 alive: the
@@ -907,7 +1029,8 @@ TEST_CASE("a flood down one link is paced by the node, which stays healthy") {
   REQUIRE(n1.Start({}).ok());
   TransportAs n3(pki, "n3", &loop);
   // n2, a member of the mesh, writes pings down one link as fast as gRPC
-  // takes them, for 3 s, and never reads n1's acks.
+  // takes them (up to kFlood, which gRPC buffers at n2 faster than n1 can
+  // take them), for 2 s, and never reads n1's acks.
   auto as_n2 = StubAs(pki, "n2", n1.address());
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
@@ -917,13 +1040,16 @@ TEST_CASE("a flood down one link is paced by the node, which stays healthy") {
   std::atomic<bool> stop{false};
   std::atomic<int64_t> written{0};
   std::thread flood([&] {
-    while (!stop.load() && stream->Write(frame)) ++written;
+    constexpr int64_t kFlood = 100'000;
+    while (!stop.load() && written.load() < kFlood && stream->Write(frame)) {
+      ++written;
+    }
   });
   const absl::Time flood_start = absl::Now();
   // Meanwhile n3 probes n1 every 100 ms and waits for each ack.
   int probes = 0, acked = 0;
   absl::Duration slowest;
-  for (uint64_t seq = 1; absl::Now() - flood_start < absl::Seconds(3); ++seq) {
+  for (uint64_t seq = 1; absl::Now() - flood_start < absl::Seconds(2); ++seq) {
     const absl::Time sent = absl::Now();
     REQUIRE(n3.Send("n1", n1.address(),
                     membership::EncodeMessage(PingFrom("", seq, "")))
