@@ -153,7 +153,11 @@ int Members(Context& ctx, const std::vector<std::string>& args) {
           rows.push_back(
               {m.self() ? absl::StrCat(m.name(), " (self)") : m.name(),
                m.addresses().empty() ? "-" : m.addresses(0),
-               StateName(m.state()), absl::StrCat(m.incarnation()),
+               m.health_score() > 0
+                   ? absl::StrCat(StateName(m.state()), " (health ",
+                                  m.health_score(), ")")
+                   : StateName(m.state()),
+               absl::StrCat(m.incarnation()),
                labels.empty() ? "-" : absl::StrJoin(labels, ","),
                m.self() ? "-" : Ago(m, now),
                m.replication_behind() < 0

@@ -42,8 +42,15 @@ grpc::ServerUnaryReactor* MembershipService::ListMembers(
       }
     }
   }
+  // This node's health score, for its own entry.
+  int health_score = 0;
+  if (absl::StatusOr<membership::DriverStats> st = membership_->Stats();
+      st.ok()) {
+    health_score = st->health_score;
+  }
   for (const membership::MemberInfo& m : *members) {
     mycel::v1::Member* out = resp->add_members();
+    if (m.self) out->set_health_score(health_score);
     auto lag = behind.find(m.name);
     out->set_replication_behind(lag == behind.end() ? -1 : lag->second);
     out->set_name(m.name);

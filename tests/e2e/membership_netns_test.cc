@@ -222,6 +222,7 @@ TEST_CASE(
     CHECK(m.addresses(0) == net.address(i));
     CHECK(m.incarnation() > 0);
     CHECK(m.self() == (i == 1));
+    if (i != 1) CHECK(m.health_score() == 0);  // on the node's own only
     if (i != 1) CHECK(m.has_last_heard());
   }
   const uint64_t incarnation5 = seen->at("node5").incarnation();
@@ -268,6 +269,15 @@ TEST_CASE(
   REQUIRE_MESSAGE(cut.has_value(), Describe(d));
   MESSAGE("partitioned node3 was dead on node1 after ",
           absl::FormatDuration(*cut));
+  // Cut off, node3's own probes go unanswered: Lifeguard's health score,
+  // on its own entry, says so, and its table shows it.
+  auto isolated = Members(*d[2]);
+  REQUIRE(isolated.has_value());
+  CHECK(isolated->at("node3").self());
+  CHECK(isolated->at("node3").health_score() > 0);
+  CHECK(isolated->at("node1").health_score() == 0);  // self only
+  CHECK(d[2]->Cli({"mesh", "members"}).out.find("(health ") !=
+        std::string::npos);
   REQUIRE(net.SetLink(3, true).empty());
   std::optional<absl::Duration> healed =
       WaitFor([&] { return AllAlive(d); }, kHealBound);
