@@ -216,8 +216,9 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
       // gRPC's): act only on one that is not, and keep it so meanwhile.
       if (!released_) {
         // A link between a frame and its answer has no read outstanding
-        // (Received); a stream ends only with one (a server link finished
-        // without one stayed open), so it gets one now.
+        // (Received). Every link closed with one before reads waited for
+        // answers, and a server link closed before its first read was
+        // once seen never to end (Accept), so it gets one now.
         if (!reading_ && !ended_) {
           reading_ = true;
           read = true;
