@@ -98,6 +98,26 @@ class Pki {
   pki::CertificateAuthority ca_;
 };
 
+// A Gossip.Link opened with a raw stub and held open by the test.
+struct HeldLink {
+  grpc::ClientContext ctx;
+  std::unique_ptr<
+      grpc::ClientReaderWriter<mycel::v1::GossipFrame, mycel::v1::GossipFrame>>
+      stream;
+};
+
+// Node `name`'s certificate, key and the mesh CA, as a server loads them.
+TlsFiles NodeTlsFiles(const Pki& pki, const std::string& name) {
+  TlsFiles files;
+  files.cert_file = pki.cert_file(name);
+  files.key_file = pki.key_file(name);
+  files.ca_file = pki.ca_file();
+  files.cert = Must(ReadFile(files.cert_file));
+  files.key = Must(ReadFile(files.key_file));
+  files.ca = Must(ReadFile(files.ca_file));
+  return files;
+}
+
 // An io_context run by two threads, as the daemon's loop is.
 class Loop {
  public:
@@ -127,13 +147,7 @@ class Node {
     authz_ = std::make_shared<identity::Authorizer>(
         identity::Authorizer::Endpoint::kTcp, &trust_,
         &identity::AccessRules::Builtin(), &loop->clock);
-    TlsFiles files;
-    files.cert_file = pki.cert_file(name_);
-    files.key_file = pki.key_file(name_);
-    files.ca_file = pki.ca_file();
-    files.cert = Must(ReadFile(files.cert_file));
-    files.key = Must(ReadFile(files.key_file));
-    files.ca = Must(ReadFile(files.ca_file));
+    const TlsFiles files = NodeTlsFiles(pki, name_);
     std::shared_ptr<grpc::ServerCredentials> creds =
         MtlsServerCredentials(files, absl::Minutes(1));
     creds->SetAuthMetadataProcessor(authz_);
@@ -554,13 +568,7 @@ class CountingServer {
                  bool links = true)
       : service_(links ? std::make_unique<LinkService>()
                        : std::make_unique<Service>()) {
-    TlsFiles files;
-    files.cert_file = pki.cert_file(name);
-    files.key_file = pki.key_file(name);
-    files.ca_file = pki.ca_file();
-    files.cert = Must(ReadFile(files.cert_file));
-    files.key = Must(ReadFile(files.key_file));
-    files.ca = Must(ReadFile(files.ca_file));
+    const TlsFiles files = NodeTlsFiles(pki, name);
     grpc::ServerBuilder builder;
     builder.AddListeningPort(absl::StrCat("127.0.0.1:", port),
                              MtlsServerCredentials(files, absl::Minutes(1)),
@@ -605,13 +613,7 @@ class HoldingServer {
                         },
                     .clock = &loop->clock}),
         service_(&transport_) {
-    TlsFiles files;
-    files.cert_file = pki.cert_file(name);
-    files.key_file = pki.key_file(name);
-    files.ca_file = pki.ca_file();
-    files.cert = Must(ReadFile(files.cert_file));
-    files.key = Must(ReadFile(files.key_file));
-    files.ca = Must(ReadFile(files.ca_file));
+    const TlsFiles files = NodeTlsFiles(pki, name);
     grpc::ServerBuilder builder;
     builder.AddListeningPort(
         "127.0.0.1:0", MtlsServerCredentials(files, absl::Minutes(1)), &port_);
@@ -670,20 +672,14 @@ TEST_CASE("a link closed while a frame waits for its answer still ends") {
   Loop loop;
   HoldingServer n1(pki, "n1", &loop);
   auto as_n2 = StubAs(pki, "n2", n1.address());
-  struct Held {
-    grpc::ClientContext ctx;
-    std::unique_ptr<grpc::ClientReaderWriter<mycel::v1::GossipFrame,
-                                             mycel::v1::GossipFrame>>
-        stream;
-  };
   mycel::v1::GossipFrame frame;
   frame.set_message(membership::EncodeMessage(PingFrom("", 1, "")));
-  std::vector<std::unique_ptr<Held>> links;
+  std::vector<std::unique_ptr<HeldLink>> links;
   // Three links from n2, a frame down each, none answered: n1 evicts the
   // first (at most two per peer) while it reads nothing, waiting for the
   // answer.
   for (size_t i = 1; i <= 3; ++i) {
-    auto h = std::make_unique<Held>();
+    auto h = std::make_unique<HeldLink>();
     h->ctx.set_deadline(std::chrono::system_clock::now() +
                         std::chrono::seconds(10));
     h->stream = as_n2->Link(&h->ctx);
@@ -1092,19 +1088,13 @@ TEST_CASE("a member opening many links keeps two, and no one else loses one") {
   REQUIRE(n3.Send("n1", n1.address(), membership::EncodeMessage(ping)).ok());
   // n2 opens 20 links and holds them all open.
   auto as_n2 = StubAs(pki, "n2", n1.address());
-  struct Held {
-    grpc::ClientContext ctx;
-    std::unique_ptr<grpc::ClientReaderWriter<mycel::v1::GossipFrame,
-                                             mycel::v1::GossipFrame>>
-        stream;
-  };
-  std::vector<std::unique_ptr<Held>> held;
+  std::vector<std::unique_ptr<HeldLink>> held;
   membership::Message from2 = ping;
   from2.from = "n2";
   mycel::v1::GossipFrame frame;
   frame.set_message(membership::EncodeMessage(from2));
   for (int i = 0; i < 20; ++i) {
-    auto h = std::make_unique<Held>();
+    auto h = std::make_unique<HeldLink>();
     h->ctx.set_deadline(std::chrono::system_clock::now() +
                         std::chrono::seconds(30));
     h->stream = as_n2->Link(&h->ctx);
