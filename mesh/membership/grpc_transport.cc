@@ -99,6 +99,9 @@ struct GrpcTransport::Hub {
   std::shared_ptr<GossipLink> FindLocked(const std::string& name,
                                          const std::string& address)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Whether `link` is closing, or picked to close by an AddLocked whose
+  // caller has not closed it yet.
+  bool LeavingLocked(GossipLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   Clock* const clock;
   const size_t max_links;
@@ -122,6 +125,10 @@ struct GrpcTransport::Hub {
   absl::flat_hash_map<std::string, std::vector<GossipLink*>> by_name
       ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<std::string, GossipLink*> by_address ABSL_GUARDED_BY(mu);
+  // Links AddLocked picked to close. Its caller closes them after the
+  // lock, and until then another AddLocked (an accept on another thread)
+  // must not count them as open, nor pick them again.
+  absl::flat_hash_set<GossipLink*> evicting ABSL_GUARDED_BY(mu);
   // Links done, kept until Reap. A client link holds its channel, and the
   // last reference to a channel must not go on a gRPC callback thread: the
   // channel's destructor may then shut down and join gRPC's callback
@@ -205,7 +212,6 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
       ABSL_LOCKS_EXCLUDED(mu_) {
     std::vector<Transport::SendDone> failed;
     bool act = false;
-    bool read = false;
     {
       absl::MutexLock lock(&mu_);
       if (closing_) return;
@@ -214,16 +220,10 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
       failed = TakeQueuedLocked();
       // A reactor already released may be gone (a server's context is
       // gRPC's): act only on one that is not, and keep it so meanwhile.
+      // A link between a frame and its answer has no read outstanding
+      // (Received), and needs none to end: the stream's end completes the
+      // reactor either way.
       if (!released_) {
-        // A link between a frame and its answer has no read outstanding
-        // (Received). Every link closed with one before reads waited for
-        // answers, and a server link closed before its first read was
-        // once seen never to end (Accept), so it gets one now.
-        if (!reading_ && !ended_) {
-          reading_ = true;
-          read = true;
-          ++in_reactor_;
-        }
         if (graceful && writing_ != nullptr) {
           half_close_pending_ = true;  // WriteDone half-closes
         } else {
@@ -233,19 +233,16 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
       }
     }
     Fail(failed, why);
-    if (read) DoStartRead();
-    if (act) {
-      if (graceful) {
-        DoHalfClose();
-      } else {
-        DoCancel();
-      }
+    if (!act) return;
+    if (graceful) {
+      DoHalfClose();
+    } else {
+      DoCancel();
     }
-    if (!read && !act) return;
     bool release = false;
     {
       absl::MutexLock lock(&mu_);
-      in_reactor_ -= (read ? 1 : 0) + (act ? 1 : 0);
+      --in_reactor_;
       release = ReleaseLocked();
     }
     if (release) DoRelease();
@@ -264,6 +261,18 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
     return closing_ || ended_;
   }
   const std::string& address() const { return address_; }
+
+  std::string Describe() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return absl::StrCat(
+        peer_.empty() ? "?" : peer_, address_.empty() ? " accepted" : " dialed",
+        ready_ ? "" : " unready", reading_ ? " reading" : "",
+        writing_ != nullptr ? " writing" : "", closing_ ? " closing" : "",
+        ended_ ? " ended" : "", released_ ? " released" : "",
+        in_reactor_ > 0 ? absl::StrCat(" in_reactor=", in_reactor_) : "",
+        half_close_pending_ ? " half_close_pending" : "",
+        queue_.empty() ? "" : absl::StrCat(" queued=", queue_.size()));
+  }
 
  protected:
   // The reactor's operations. DoStartWrite is never called with another
@@ -389,9 +398,7 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
     const AfterRead next = ok ? Received(frame) : AfterRead::kReadsEnded;
     if (next == AfterRead::kReadsEnded) ReadsEnded();
     if (next != AfterRead::kReadNow) return false;
-    // Unless Close started one meanwhile.
     absl::MutexLock lock(&mu_);
-    if (reading_) return false;
     reading_ = true;
     return true;
   }
@@ -401,8 +408,7 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   void ResumeReads() ABSL_LOCKS_EXCLUDED(mu_) {
     {
       absl::MutexLock lock(&mu_);
-      // Closing, the link already has its read (Close).
-      if (ended_ || released_ || reading_) return;
+      if (ended_ || released_) return;
       reading_ = true;
       ++in_reactor_;
     }
@@ -678,8 +684,9 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   // Reactor operations started outside mu_ and not yet returned (a
   // cancel, a half-close, a read resumed): the release waits for them.
   int in_reactor_ ABSL_GUARDED_BY(mu_) = 0;
-  // A read is outstanding, or about to be started by whoever set this. The
-  // reactors start the first read themselves (Bind, Start).
+  // A read is outstanding, or about to be started by whoever set this:
+  // false between a frame and its answer (Received). The reactors start
+  // the first read themselves (Bind, Start).
   bool reading_ ABSL_GUARDED_BY(mu_) = true;
   bool half_close_pending_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status close_status_ ABSL_GUARDED_BY(mu_);
@@ -808,12 +815,13 @@ std::shared_ptr<GossipLink> GrpcTransport::Hub::AddLocked(
     size_t open = 0;
     GossipLink* oldest = nullptr;
     for (GossipLink* l : mine) {
-      if (l->closing()) continue;
+      if (LeavingLocked(l)) continue;
       ++open;
       if (oldest == nullptr && l != link.get()) oldest = l;
     }
     if (open > kMaxLinksPerPeer && oldest != nullptr) {
       links_evicted.fetch_add(1);
+      evicting.insert(oldest);
       return all.at(oldest);
     }
   } else {
@@ -825,7 +833,7 @@ std::shared_ptr<GossipLink> GrpcTransport::Hub::AddLocked(
   std::shared_ptr<GossipLink> oldest;
   absl::Time when = absl::InfiniteFuture();
   for (const auto& [raw, l] : all) {
-    if (l->closing()) continue;
+    if (LeavingLocked(raw)) continue;
     ++open;
     if (raw == link.get()) continue;
     const absl::Time t = l->last_used();
@@ -836,7 +844,12 @@ std::shared_ptr<GossipLink> GrpcTransport::Hub::AddLocked(
   }
   if (open <= max_links || oldest == nullptr) return nullptr;
   links_evicted.fetch_add(1);
+  evicting.insert(oldest.get());
   return oldest;
+}
+
+bool GrpcTransport::Hub::LeavingLocked(GossipLink* link) {
+  return evicting.contains(link) || link->closing();
 }
 
 void GrpcTransport::Hub::Name(GossipLink* link, const std::string& name) {
@@ -857,6 +870,7 @@ void GrpcTransport::Hub::Finished(GossipLink* link) {
   if (it == all.end()) return;
   finished.push_back(std::move(it->second));
   all.erase(it);
+  evicting.erase(link);
   for (auto n = by_name.begin(); n != by_name.end();) {
     std::vector<GossipLink*>& v = n->second;
     v.erase(std::remove(v.begin(), v.end(), link), v.end());
@@ -878,7 +892,7 @@ std::shared_ptr<GossipLink> GrpcTransport::Hub::FindLocked(
     // The newest open one.
     if (it != by_name.end()) {
       for (auto l = it->second.rbegin(); l != it->second.rend(); ++l) {
-        if (!(*l)->closing()) {
+        if (!LeavingLocked(*l)) {
           found = *l;
           break;
         }
@@ -886,7 +900,9 @@ std::shared_ptr<GossipLink> GrpcTransport::Hub::FindLocked(
     }
   } else {
     auto it = by_address.find(address);
-    if (it != by_address.end() && !it->second->closing()) found = it->second;
+    if (it != by_address.end() && !LeavingLocked(it->second)) {
+      found = it->second;
+    }
   }
   if (found == nullptr) return nullptr;
   return all.at(found);
@@ -944,6 +960,17 @@ GrpcTransport::Stats GrpcTransport::stats() const {
   return s;
 }
 
+std::string GrpcTransport::DescribeLinks() const {
+  std::vector<std::shared_ptr<GossipLink>> links;
+  {
+    absl::MutexLock lock(&hub_->mu);
+    for (const auto& [raw, link] : hub_->all) links.push_back(link);
+  }
+  std::string out;
+  for (const auto& link : links) absl::StrAppend(&out, link->Describe(), "\n");
+  return out;
+}
+
 grpc::ServerBidiReactor<GossipFrame, GossipFrame>* GrpcTransport::Accept(
     grpc::CallbackServerContext* context, std::string peer,
     uint64_t admitted_at) {
@@ -956,8 +983,8 @@ grpc::ServerBidiReactor<GossipFrame, GossipFrame>* GrpcTransport::Accept(
       return Refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                  "this node stopped gossiping"));
     }
-    // Started before anyone can find it: a link closed (evicted by the
-    // next one) before its first read was asked for would never end. The
+    // Started before anyone can find it: the next accept may evict it,
+    // and nothing may be started on a reactor once it is finished. The
     // reactor is not bound yet, so gRPC only records these operations.
     link->Start();
     evict = hub_->AddLocked(link, peer, "");
@@ -1027,15 +1054,17 @@ void GrpcTransport::Send(absl::string_view peer, absl::string_view address,
              {});
         return;
     }
-    if (dialed != nullptr) {
-      hub_->links_dialed.fetch_add(1);
-      dialed->Start();
-    }
+    if (dialed != nullptr) hub_->links_dialed.fetch_add(1);
     if (evict != nullptr) {
       evict->Close(absl::ResourceExhaustedError("too many links"),
                    /*graceful=*/true);
     }
-    if (link->Write(bytes, due, done)) return;
+    // A dialed link takes the frame before it starts: refused at its
+    // handshake (a revoked server), it fails the frame with the reason,
+    // rather than closing first and leaving this loop to dial again.
+    const bool written = link->Write(bytes, due, done);
+    if (dialed != nullptr) dialed->Start();
+    if (written) return;
   }
   done(absl::UnavailableError(absl::StrCat("gossip to ",
                                            name.empty() ? addr : name,

@@ -126,6 +126,9 @@ class GrpcTransport final : public Transport {
   // Unary calls started and not completed yet (the fallback path).
   int64_t in_flight() const { return in_flight_->load(); }
   Stats stats() const;
+  // One line per link: its peer, its state, what waits on it. For logs and
+  // test failures.
+  std::string DescribeLinks() const;
 
   struct Hub;  // the links and counters, shared with the links themselves
 

@@ -219,6 +219,12 @@ absl::StatusOr<GrpcTransport::Stats> NodeMembership::TransportStats() const {
   return transport_->stats();
 }
 
+absl::StatusOr<std::string> NodeMembership::DescribeLinks() const {
+  absl::ReaderMutexLock lock(&mu_);
+  RETURN_IF_ERROR(Driver().status());
+  return transport_->DescribeLinks();
+}
+
 void NodeMembership::Stop() {
   GrpcTransport* transport = nullptr;
   {

@@ -95,6 +95,8 @@ class NodeMembership {
   // running.
   absl::StatusOr<GrpcTransport::Stats> TransportStats() const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // GrpcTransport::DescribeLinks; FAILED_PRECONDITION when not running.
+  absl::StatusOr<std::string> DescribeLinks() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every member, this node included, sorted by name; FAILED_PRECONDITION
   // when membership is not running.
