@@ -4,7 +4,7 @@
 # Needs root and `ip netns`; skipped (exit 77, with the reason) otherwise.
 mycel_test(replication_netns_test
   SRCS e2e/replication_netns_test.cc
-  DEPS mycel_proto mycel_runtime mycel_testing
+  DEPS mycel_proto mycel_runtime mycel_store mycel_testing
   LABELS "e2e;privileged" TIMEOUT 300)
 add_dependencies(replication_netns_test myceld mycel)
 # The namespaces use one private subnet (10.214.0.0/24), apart from

@@ -20,7 +20,7 @@ constexpr int kWatchBatch = 256;
 void ToProto(const store::Object& o, mycel::v1::StateObject* out) {
   out->set_key(o.key);
   if (o.value.has_value()) out->set_value(*o.value);
-  out->set_version(absl::StrCat(o.stamp.origin, ":", o.stamp.seq));
+  out->set_version(store::ObjectVersion::Of(o.stamp).ToString());
   out->set_origin(o.stamp.origin);
   out->set_seq(o.stamp.seq);
   out->set_hlc(o.stamp.hlc);
@@ -29,7 +29,7 @@ void ToProto(const store::Object& o, mycel::v1::StateObject* out) {
 void ToProto(const store::ObjectChange& c, mycel::v1::StateObject* out) {
   out->set_key(c.key);
   if (c.value.has_value()) out->set_value(*c.value);
-  out->set_version(absl::StrCat(c.stamp.origin, ":", c.stamp.seq));
+  out->set_version(store::ObjectVersion::Of(c.stamp).ToString());
   out->set_origin(c.stamp.origin);
   out->set_seq(c.stamp.seq);
   out->set_hlc(c.stamp.hlc);
@@ -48,21 +48,6 @@ absl::Status ValidateJson(const std::string& value, size_t max_bytes) {
         absl::StrCat("value: not a JSON text: ", std::string(st.message())));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<store::ObjectVersion> ParseVersion(const std::string& text) {
-  if (text == "none") return store::ObjectVersion{};
-  const size_t colon = text.rfind(':');
-  store::ObjectVersion v;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(absl::string_view(text).substr(colon + 1), &v.seq) ||
-      v.seq <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "if_version: want origin:seq as Get returns it, or none, got \"", text,
-        "\""));
-  }
-  v.origin = text.substr(0, colon);
-  return v;
 }
 
 // One Watch call. Touched on the loop only (see reactor_state.h).
@@ -282,7 +267,8 @@ grpc::ServerUnaryReactor* StateService::Put(
           : ValidateJson(req->value(), state_->limits().max_value_bytes);
   std::optional<store::ObjectVersion> if_version;
   if (valid.ok() && req->has_if_version()) {
-    absl::StatusOr<store::ObjectVersion> v = ParseVersion(req->if_version());
+    absl::StatusOr<store::ObjectVersion> v =
+        store::ObjectVersion::Parse(req->if_version(), "if_version");
     if (v.ok()) {
       if_version = *std::move(v);
     } else {
@@ -322,7 +308,7 @@ grpc::ServerUnaryReactor* StateService::Delete(
           return;
         }
         watchers_->Notify();
-        resp->set_version(absl::StrCat(c->stamp.origin, ":", c->stamp.seq));
+        resp->set_version(store::ObjectVersion::Of(c->stamp).ToString());
         reactor->Finish(grpc::Status::OK);
       });
   return reactor;

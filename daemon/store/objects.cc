@@ -43,6 +43,34 @@ std::string Describe(absl::string_view origin, int64_t seq) {
   return absl::StrCat(origin, ":", seq);
 }
 
+}  // namespace
+
+std::string ObjectVersion::ToString() const {
+  if (seq == 0) return "none";
+  return absl::StrCat(origin, ":", seq, "@", absl::Hex(hlc));
+}
+
+absl::StatusOr<ObjectVersion> ObjectVersion::Parse(absl::string_view text,
+                                                   absl::string_view field) {
+  if (text == "none") return ObjectVersion{};
+  ObjectVersion v;
+  const size_t at = text.rfind('@');
+  const size_t colon = at == absl::string_view::npos ? at : text.rfind(':', at);
+  if (colon == absl::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(text.substr(colon + 1, at - colon - 1), &v.seq) ||
+      v.seq <= 0 || !absl::SimpleHexAtoi(text.substr(at + 1), &v.hlc)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field,
+                     ": want origin:seq@hlc as Get and Put return it, or "
+                     "none, got \"",
+                     text, "\""));
+  }
+  v.origin = std::string(text.substr(0, colon));
+  return v;
+}
+
+namespace {
+
 // The columns ReadLogRow reads, after "SELECT ".
 constexpr char kLogColumns[] = "seq, hlc, key, value, signature";
 
@@ -358,16 +386,14 @@ absl::Status ObjectStore::ApplyWrite(Transaction& tx, const ChangeStamp& stamp,
     ASSIGN_OR_RETURN(std::optional<Object> now, Current(tx, ns, key));
     ObjectVersion held;
     if (now.has_value() && now->value.has_value()) {
-      held = {now->stamp.origin, now->stamp.seq};
+      held = ObjectVersion::Of(now->stamp);
     }
-    if (held.origin != w.if_version->origin || held.seq != w.if_version->seq) {
+    if (!(held == *w.if_version)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "object ", ns, "/", key, " is at version ",
-          held.seq == 0 ? "none (absent)" : Describe(held.origin, held.seq),
+          held.seq == 0 ? "none (absent)" : held.ToString(),
           ", not the expected ",
-          w.if_version->seq == 0
-              ? "none (absent)"
-              : Describe(w.if_version->origin, w.if_version->seq)));
+          w.if_version->seq == 0 ? "none (absent)" : w.if_version->ToString()));
     }
   }
   RETURN_IF_ERROR(Upsert(tx, ns, key, w.change.value, stamp, w.owner));

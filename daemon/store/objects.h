@@ -68,12 +68,31 @@ struct Object {
   friend bool operator==(const Object&, const Object&) = default;
 };
 
-// Which write a compare-and-set expects to replace: the origin and sequence
-// of the change that wrote the value read. seq 0: the key must not exist
-// (or be deleted).
+// Which write a compare-and-set expects to replace: the origin, sequence
+// and HLC time of the change that wrote the value read. seq 0: the key
+// must not exist (or be deleted).
+//
+// The time is part of it because the sequence alone can name two changes:
+// under durability `normal`, a power loss takes back commits that were
+// already answered, and the node stamps their numbers again on new
+// changes. Those carry a later time, so a version read before the loss
+// matches neither.
 struct ObjectVersion {
   std::string origin;
   int64_t seq = 0;
+  HlcTime hlc = 0;
+
+  // "origin:seq@hlc", the HLC in hexadecimal: what the State API returns
+  // and takes. "none" for seq 0.
+  std::string ToString() const;
+  // The inverse of ToString; INVALID_ARGUMENT naming `field` otherwise.
+  static absl::StatusOr<ObjectVersion> Parse(absl::string_view text,
+                                             absl::string_view field);
+  static ObjectVersion Of(const ChangeStamp& stamp) {
+    return {stamp.origin, stamp.seq, stamp.hlc};
+  }
+
+  friend bool operator==(const ObjectVersion&, const ObjectVersion&) = default;
 };
 
 enum class ApplyResult {

@@ -26,7 +26,8 @@ struct Relation {
 constexpr Relation kRelations[] = {
     {"kv",
      "CREATE TABLE temp.kv AS SELECT o.key AS key, CAST(o.value AS TEXT) AS "
-     "value, o.origin || ':' || o.seq AS version, o.origin AS origin, o.seq "
+     "value, o.origin || ':' || o.seq || '@' || printf('%x', o.hlc) AS "
+     "version, o.origin AS origin, o.seq "
      "AS seq, o.hlc AS hlc, c.revision AS revision FROM main.objects o LEFT "
      "JOIN main.kv_changes c ON c.key=o.key WHERE o.namespace='kv' AND "
      "o.value IS NOT NULL ORDER BY o.key"},

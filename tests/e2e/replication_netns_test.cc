@@ -42,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/store/objects.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "mycel/v1/membership.pb.h"
@@ -399,12 +400,11 @@ std::optional<absl::Duration> WaitNoneBehind(Cluster& c, std::string* last) {
       kBehindBound);
 }
 
-// The seq of a version "origin:seq", or -1.
+// The seq of a version "origin:seq@hlc", or -1.
 int64_t SeqOf(const std::string& version) {
-  int64_t seq = -1;
-  std::vector<std::string> parts = absl::StrSplit(version, ':');
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &seq)) return -1;
-  return seq;
+  absl::StatusOr<store::ObjectVersion> v =
+      store::ObjectVersion::Parse(version, "version");
+  return v.ok() ? v->seq : -1;
 }
 
 TEST_CASE("a write on one node is readable on all five") {

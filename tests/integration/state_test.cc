@@ -46,8 +46,8 @@ TEST_CASE("mycel state get, put, del and ls, with their exit codes") {
   REQUIRE(d.Start());
   auto put = d.Cli({"state", "put", "app/config", R"({"replicas": 3})"});
   REQUIRE_MESSAGE(put.exit_code == 0, put.err);
-  // The version is origin:seq; other writers of this node may have taken
-  // earlier numbers.
+  // The version is origin:seq@hlc; other writers of this node may have
+  // taken earlier numbers.
   REQUIRE(put.out.rfind("test-node:", 0) == 0);
   const std::string v1 = put.out.substr(0, put.out.size() - 1);
   auto get = d.Cli({"state", "get", "app/config"});

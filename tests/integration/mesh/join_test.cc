@@ -282,14 +282,13 @@ TEST_CASE("revocation reaches members through authorities, on open channels") {
   CHECK(Contains(from_c.err, "not an authority"));
 }
 
-// The node's latest sequence number, from a `state put` answer
-// ("NAME:SEQ").
+// The node's latest sequence number, from a `state put` answer (its
+// version).
 int64_t SeqOf(const CommandResult& put) {
-  int64_t seq = 0;
-  const std::string version(absl::StripAsciiWhitespace(put.out));
-  REQUIRE_MESSAGE(absl::SimpleAtoi(version.substr(version.find(':') + 1), &seq),
-                  put.out);
-  return seq;
+  absl::StatusOr<store::ObjectVersion> v = store::ObjectVersion::Parse(
+      absl::StripAsciiWhitespace(put.out), "version");
+  REQUIRE_MESSAGE(v.ok(), put.out);
+  return v->seq;
 }
 
 TEST_CASE("a member cannot forge another member's change through a relay") {

@@ -129,21 +129,21 @@ TEST_CASE("a put conditional on the version read is a compare-and-set") {
   auto again = a.objects->Write("kv", "k", "v1b", ObjectVersion{});
   CHECK(again.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK_MESSAGE(again.status().message() ==
-                    "object kv/k is at version a:1, not the expected none "
-                    "(absent)",
+                    absl::StrCat("object kv/k is at version ",
+                                 ObjectVersion::Of(created->stamp).ToString(),
+                                 ", not the expected none (absent)"),
                 again.status().ToString());
 
   auto read = a.objects->Get("kv", "k");
   REQUIRE(read.ok());
-  ObjectVersion seen{read->stamp.origin, read->stamp.seq};
+  const ObjectVersion seen = ObjectVersion::Of(read->stamp);
   a.Put("kv", "k", "someone else");  // moves the version on
   auto stale = a.objects->Write("kv", "k", "v2", seen);
   CHECK(stale.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(a.Value("kv", "k") == "someone else");
   // A refused write takes no sequence number.
   auto fresh = a.objects->Get("kv", "k");
-  auto ok = a.objects->Write(
-      "kv", "k", "v2", ObjectVersion{fresh->stamp.origin, fresh->stamp.seq});
+  auto ok = a.objects->Write("kv", "k", "v2", ObjectVersion::Of(fresh->stamp));
   REQUIRE(ok.ok());
   CHECK(ok->stamp.seq == 3);
   CHECK(a.Value("kv", "k") == "v2");
