@@ -76,6 +76,11 @@ const DaemonSetting* FindFlag(absl::string_view flag) {
 
 // `text` wrapped to lines of at most `width` characters, each after
 // `indent` spaces but the first.
+// Joins words that Wrap keeps on one line; it prints a space.
+constexpr char kNoBreak = '\x1f';
+
+// `text` in lines of at most `width`, each after the first indented by
+// `indent`; breaks at spaces, never at kNoBreak.
 std::string Wrap(absl::string_view text, size_t indent, size_t width) {
   std::string out;
   size_t line = 0;
@@ -90,6 +95,7 @@ std::string Wrap(absl::string_view text, size_t indent, size_t width) {
     absl::StrAppend(&out, word);
     line += word.size();
   }
+  std::replace(out.begin(), out.end(), kNoBreak, ' ');
   return out;
 }
 
@@ -225,6 +231,7 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
   }
   RETURN_IF_ERROR(CertLifetime(config).status());
   RETURN_IF_ERROR(TokenRetention(config).status());
+  RETURN_IF_ERROR(TombstoneRetention(config).status());
   if (!config.cgroup_subtree().empty()) {
     absl::string_view sub = config.cgroup_subtree();
     bool ok = sub.front() != '/' && sub.back() != '/';
@@ -368,6 +375,13 @@ absl::StatusOr<absl::Duration> TokenRetention(const DaemonConfig& config) {
       "token_retention", absl::ZeroDuration(), absl::Hours(8760), "0s..8760h");
 }
 
+absl::StatusOr<absl::Duration> TombstoneRetention(const DaemonConfig& config) {
+  return DurationSetting(config.tombstone_retention(),
+                         DaemonConfig::kTombstoneRetentionFieldNumber,
+                         "tombstone_retention", absl::Seconds(1),
+                         absl::Hours(8760), "1s..8760h");
+}
+
 std::string DaemonUsage() {
   constexpr size_t kWidth = 79;
   struct Row {
@@ -382,9 +396,11 @@ std::string DaemonUsage() {
   for (const DaemonSetting& s : DaemonSettings()) {
     std::string help = s.options->help();
     if (std::string d = DefaultText(s); !d.empty()) {
-      absl::StrAppend(
-          &help, absl::StartsWith(d, "the ") ? " (default: " : " (default ", d,
-          ")");
+      // "(default: the node name)" stays on one line.
+      std::string text = absl::StrCat(
+          absl::StartsWith(d, "the ") ? "(default: " : "(default ", d, ")");
+      std::replace(text.begin(), text.end(), ' ', kNoBreak);
+      absl::StrAppend(&help, " ", text);
     }
     if (s.flag.empty()) {
       file_only.push_back({s.field->name(), help});

@@ -84,6 +84,10 @@ absl::StatusOr<absl::Duration> CertLifetime(
 absl::StatusOr<absl::Duration> TokenRetention(
     const mycel::v1::DaemonConfig& config);
 
+// tombstone_retention as a duration, the same way, within 1s..8760h.
+absl::StatusOr<absl::Duration> TombstoneRetention(
+    const mycel::v1::DaemonConfig& config);
+
 // The --help text, built from DaemonSettings().
 std::string DaemonUsage();
 

@@ -496,8 +496,17 @@ void Daemon::StartReplication() {
           return v->Verify(c, bytes);
         });
   }
+  // Checked when the config was read.
+  absl::StatusOr<absl::Duration> tombstone_retention =
+      TombstoneRetention(config_);
+  if (!tombstone_retention.ok()) {
+    log::Error("replication not started",
+               {{"error", tombstone_retention.status()}});
+    return;
+  }
   replication::NodeReplication::Options o;
   o.name = config_.node_name();
+  o.tombstone_max_age = *tombstone_retention;
   o.objects = objects_.get();
   o.clock = &clock_;
   o.io = &io_;

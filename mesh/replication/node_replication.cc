@@ -1,5 +1,6 @@
 #include "mesh/replication/node_replication.h"
 
+#include <algorithm>
 #include <atomic>
 
 namespace mycel::replication {
@@ -48,6 +49,9 @@ absl::Status NodeReplication::Start(Options o) {
   d.replicator.name = o.name;
   d.replicator.random_seed = absl::ToUnixNanos(o.clock->Now());
   d.replicator.await_durable = true;
+  d.replicator.tombstone_max_age = o.tombstone_max_age;
+  d.replicator.gc_interval =
+      std::clamp(o.tombstone_max_age / 4, absl::Seconds(1), absl::Minutes(1));
   d.clock = o.clock;
   d.io = o.io;
   d.transport = transport_.get();

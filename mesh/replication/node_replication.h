@@ -46,6 +46,9 @@ class NodeReplication {
     // poll keeps a new member's first writes off the slow path.
     absl::Duration member_poll = absl::Milliseconds(200);
     absl::Duration call_deadline = absl::Seconds(5);
+    // ReplicatorOptions::tombstone_max_age. Garbage collection runs every
+    // quarter of it, between every second and every minute.
+    absl::Duration tombstone_max_age = absl::Hours(72);
   };
 
   NodeReplication() = default;

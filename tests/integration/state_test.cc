@@ -1,7 +1,7 @@
 // The State and Query services on a real myceld: the mycel CLI's state and
 // query commands (output, exit codes, errors), Watch over the socket with
-// a resume, and a write acknowledged before kill -9 that is there after a
-// restart.
+// a resume, and refused once a tombstone it needs was collected, and a
+// write acknowledged before kill -9 that is there after a restart.
 #include <doctest/doctest.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "mycel/v1/state.grpc.pb.h"
+#include "tests/integration/mesh/mesh_cluster.h"
 #include "tests/testing/process.h"
 
 namespace mycel {
@@ -190,6 +191,79 @@ TEST_CASE("Watch sends the keys, then changes, and resumes from a revision") {
   CHECK(cli.out.find("PUT w/b 2") != std::string::npos);
   CHECK(cli.out.find("SYNCED") != std::string::npos);
   CHECK(cli.out.find("w/a") == std::string::npos);  // deleted
+}
+
+TEST_CASE(
+    "a watch from before a collected tombstone is OUT_OF_RANGE, and the "
+    "listing's revision resumes") {
+  // The first node of a mesh runs replication, which collects tombstones:
+  // with no other member, each at the first collection after the delete,
+  // every quarter of --tombstone-retention (here every second).
+  testing::MeshNodeProcess n({"--tombstone-retention", "4s"});
+  REQUIRE(n.daemon.Start());
+  testing::CommandResult init = n.Local({"mesh", "init", "--name", "test"});
+  REQUIRE_MESSAGE(init.exit_code == 0, init.err);
+  auto stub = StateStub(n.daemon);
+  for (const char* k : {"g/a", "g/b"}) {
+    mycel::v1::PutStateRequest put;
+    put.set_key(k);
+    put.set_value("1");
+    mycel::v1::StateObject out;
+    REQUIRE(stub->Put(Call().get(), put, &out).ok());
+  }
+  mycel::v1::ListStateRequest list;
+  list.set_prefix("g/");
+  mycel::v1::ListStateResponse before;
+  REQUIRE(stub->List(Call().get(), list, &before).ok());
+  mycel::v1::DeleteStateRequest del;
+  del.set_key("g/a");
+  mycel::v1::DeleteStateResponse deleted;
+  REQUIRE(stub->Delete(Call().get(), del, &deleted).ok());
+  // What a client that last saw `before` gets on its resume.
+  auto resume = [&](int64_t from, std::vector<mycel::v1::StateEvent>* got) {
+    auto ctx = Call(5);
+    mycel::v1::WatchStateRequest req;
+    req.set_prefix("g/");
+    req.set_from_revision(from);
+    auto reader = stub->Watch(ctx.get(), req);
+    mycel::v1::StateEvent e;
+    while (reader->Read(&e)) {
+      got->push_back(e);
+      if (e.type() == mycel::v1::StateEvent::TYPE_SYNCED) ctx->TryCancel();
+    }
+    return reader->Finish();
+  };
+  std::vector<mycel::v1::StateEvent> events;
+  grpc::Status st = resume(before.revision(), &events);
+  // At first the delete is still in the log: the resume carries it.
+  if (st.error_code() == grpc::StatusCode::CANCELLED) {
+    REQUIRE(events.size() == 2);
+    CHECK(events[0].type() == mycel::v1::StateEvent::TYPE_DELETE);
+    CHECK(events[0].object().key() == "g/a");
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (st.error_code() != grpc::StatusCode::OUT_OF_RANGE &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+    events.clear();
+    st = resume(before.revision(), &events);
+  }
+  // Once collected, the same resume is refused: the client may have missed
+  // a delete, and must list again.
+  REQUIRE_MESSAGE(st.error_code() == grpc::StatusCode::OUT_OF_RANGE,
+                  st.error_code(), " ", st.error_message());
+  CHECK(st.error_message().find("compacted") != std::string::npos);
+  CHECK(st.error_message().find("list again") != std::string::npos);
+  CHECK(events.empty());
+  mycel::v1::ListStateResponse after;
+  REQUIRE(stub->List(Call().get(), list, &after).ok());
+  REQUIRE(after.objects_size() == 1);
+  CHECK(after.objects(0).key() == "g/b");
+  events.clear();
+  st = resume(after.revision(), &events);
+  CHECK(st.error_code() == grpc::StatusCode::CANCELLED);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].type() == mycel::v1::StateEvent::TYPE_SYNCED);
 }
 
 TEST_CASE("a put acknowledged before kill -9 is there after a restart") {

@@ -160,6 +160,24 @@ TEST_CASE("bad input names the flag or field") {
   }
 }
 
+TEST_CASE("tombstone_retention: 72h by default, bounded, named in errors") {
+  auto defaults = ParseDaemonFlags({});
+  REQUIRE(defaults.ok());
+  CHECK(*TombstoneRetention(defaults->config) == absl::Hours(72));
+  auto brief = ParseDaemonFlags({"--tombstone-retention", "1s"});
+  REQUIRE(brief.ok());
+  CHECK(*TombstoneRetention(brief->config) == absl::Seconds(1));
+  for (const char* bad : {"0s", "900ms", "8761h", "later", "-1h"}) {
+    CAPTURE(bad);
+    auto f = ParseDaemonFlags({"--tombstone-retention", bad});
+    CHECK(f.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK(f.status().message() ==
+          absl::StrCat("tombstone_retention: want a duration in 1s..8760h "
+                       "such as 72h, got \"",
+                       bad, "\""));
+  }
+}
+
 TEST_CASE("an unknown field or bad JSON in the config file is named") {
   testing::TempDir dir;
   std::string path = dir.Sub("c.json");
