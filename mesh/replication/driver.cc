@@ -69,6 +69,7 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
             log::Debug("replication: message refused",
                        {{"peer", peer}, {"status", s}});
           }
+          c.MaybeLogOwnBehindLocked(peer);
         },
         [this] { queued_.fetch_sub(1); });
   }
@@ -210,6 +211,36 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
                              }));
   }
 
+  // Says so, at error level and at most every kOwnBehindLogInterval, when
+  // `peer`'s digest showed more of this node's own changes than its
+  // database holds (ReplicatorStats::own_sequence_behind).
+  void MaybeLogOwnBehindLocked(const std::string& peer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const uint64_t behind = r_->stats().own_sequence_behind;
+    if (behind == own_behind_seen_) return;
+    own_behind_seen_ = behind;
+    const absl::Time now = options_.clock->Now();
+    if (now - own_behind_logged_ < kOwnBehindLogInterval) return;
+    own_behind_logged_ = now;
+    const std::string& self = options_.replicator.name;
+    auto at = [&](const store::VersionVector& v) {
+      auto it = v.find(self);
+      return it == v.end() ? int64_t{0} : it->second;
+    };
+    auto theirs = r_->peer_versions().find(peer);
+    log::Error(
+        "replication: a peer holds more of this node's own changes than this "
+        "node's database does (restored from an older copy?); this node's "
+        "new changes reuse sequence numbers the peer already holds, and do "
+        "not reach it",
+        {{"peer", peer},
+         {"peer_holds",
+          theirs == r_->peer_versions().end() ? 0 : at(theirs->second)},
+         {"this_node_holds", at(r_->versions())}});
+  }
+
+  static constexpr absl::Duration kOwnBehindLogInterval = absl::Minutes(10);
+
   const ReplicationDriverOptions options_;
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
   std::atomic<int> queued_{0};
@@ -224,6 +255,8 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
   bool timer_armed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time armed_at_ ABSL_GUARDED_BY(mu_);
   uint64_t timer_id_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t own_behind_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time own_behind_logged_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 absl::StatusOr<std::unique_ptr<ReplicationDriver>> ReplicationDriver::Start(

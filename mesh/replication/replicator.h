@@ -137,7 +137,8 @@ struct ReplicatorStats {
   // A peer's digest holds more of this node's own changes than it does:
   // its database lost commits (restored from an older copy, or a power
   // loss under synchronous=NORMAL), and its next writes reuse their
-  // numbers. The driver logs it.
+  // numbers. The driver logs it (at error level, at most every 10
+  // minutes).
   uint64_t own_sequence_behind = 0;
   uint64_t gc_tombstones = 0;
   uint64_t gc_log_changes = 0;

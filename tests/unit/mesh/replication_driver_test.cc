@@ -4,19 +4,26 @@
 // every replica converges with nothing lost; a node restarted from its
 // database catches up by anti-entropy. Time is virtual.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "daemon/store/objects.h"
 #include "daemon/store/store.h"
 #include "mesh/replication/driver.h"
+#include "runtime/fs.h"
+#include "runtime/log.h"
 #include "runtime/manual_clock.h"
 #include "tests/testing/process.h"
 
@@ -65,11 +72,12 @@ class Cluster {
   std::set<std::string> cut;  // nodes cut off from every other
 
   Node& node(int i) { return nodes_[i]; }
+  std::string db_path(int i) const { return dir_.Sub(nodes_[i].name + ".db"); }
 
   void Start(int i) {
     Node& n = nodes_[i];
-    auto db = store::Store::Open(dir_.Sub(n.name + ".db"),
-                                 {.origin = n.name, .clock = &clock});
+    auto db =
+        store::Store::Open(db_path(i), {.origin = n.name, .clock = &clock});
     REQUIRE_MESSAGE(db.ok(), db.status().ToString());
     n.db = *std::move(db);
     n.objects = std::make_unique<store::ObjectStore>(n.db.get());
@@ -238,6 +246,53 @@ TEST_CASE("a node restarted from its database catches up by anti-entropy") {
   c.Put(2, "after", "3");
   c.RunFor(absl::Milliseconds(100));
   CHECK(c.Converged("after", "3"));
+}
+
+TEST_CASE(
+    "a node restored from an older copy of its database says so, at error "
+    "level, once") {
+  Cluster c(2);
+  c.RunFor(absl::Milliseconds(10));
+  for (int i = 0; i < 3; ++i) c.Put(0, absl::StrCat("a/", i), "1");
+  c.RunFor(absl::Milliseconds(100));
+  c.Stop(c.node(0));
+  const std::string db = c.db_path(0);
+  std::filesystem::copy_file(db, db + ".bak");
+  c.Start(0);
+  c.SetMembers();
+  for (int i = 0; i < 3; ++i) c.Put(0, absl::StrCat("b/", i), "1");
+  c.RunFor(absl::Milliseconds(100));
+  REQUIRE(c.node(1).driver->Versions().at("node-0") == 6);
+  c.Stop(c.node(0));
+  std::filesystem::copy_file(db + ".bak", db,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::remove(db + "-wal");
+  std::filesystem::remove(db + "-shm");
+  c.Start(0);
+  c.SetMembers();
+  testing::TempDir dir;
+  const std::string path = dir.Sub("log");
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  log::SetSink(fd, false);
+  // Anti-entropy every 2 s: node-1's digests say it holds 6 of node-0's
+  // changes, again and again; node-0 holds 3.
+  c.RunFor(absl::Seconds(20));
+  log::SetSink(STDERR_FILENO, false);
+  close(fd);
+  CHECK(c.node(0).driver->Stats().replicator.own_sequence_behind >= 2);
+  const std::string logged = *ReadFile(path);
+  std::vector<std::string> lines;
+  for (absl::string_view l : absl::StrSplit(logged, '\n')) {
+    if (absl::StrContains(l, "holds more of this node's own changes")) {
+      lines.emplace_back(l);
+    }
+  }
+  REQUIRE_MESSAGE(lines.size() == 1, logged);
+  CHECK(absl::StrContains(lines[0], "level=error"));
+  CHECK(absl::StrContains(lines[0], "peer=node-1"));
+  CHECK(absl::StrContains(lines[0], "peer_holds=6"));
+  CHECK(absl::StrContains(lines[0], "this_node_holds=3"));
 }
 
 TEST_CASE("garbage from a peer is refused and counted, not applied") {
