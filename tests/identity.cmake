@@ -3,6 +3,9 @@
 mycel_test(identity_test
   SRCS unit/mesh/identity_test.cc
   DEPS mycel_identity mycel_proto mycel_testing)
+mycel_test(tls_defaults_test
+  SRCS unit/mesh/tls_defaults_test.cc
+  DEPS mycel_identity mycel_runtime mycel_testing)
 
 mycel_test(identity_integration_test
   SRCS integration/mesh/authz_test.cc

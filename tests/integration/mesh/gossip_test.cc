@@ -32,6 +32,7 @@
 #include "mesh/identity/access_rules.h"
 #include "mesh/identity/authorizer.h"
 #include "mesh/identity/peer_channels.h"
+#include "mesh/identity/tls_defaults.h"
 #include "mesh/identity/trust.h"
 #include "mesh/membership/codec.h"
 #include "mesh/membership/grpc_transport.h"
@@ -922,6 +923,38 @@ TEST_CASE("GrpcTransport: an answer carries the link's window updates") {
   MESSAGE("n1 sent ", per_ping, " bytes per ping answered");
   CHECK(per_ping < 80);
   CHECK(per_ping > 55);
+}
+
+TEST_CASE("a new link costs the server no TLS session tickets") {
+  // What myceld does at start (daemon/main.cc); process-wide, so every
+  // server and channel made from here on has it.
+  absl::Status tickets = identity::DisableSessionTickets();
+  if (absl::IsFailedPrecondition(tickets)) {
+    MESSAGE("skipped: this host's OpenSSL has a TLS policy of its own: ",
+            tickets.message());
+    return;
+  }
+  REQUIRE_MESSAGE(tickets.ok(), tickets);
+  testing::TempDir dir;
+  Pki pki(dir.path());
+  for (const char* n : {"n1", "n2"}) pki.Issue(n);
+  Loop loop;
+  Node n1(pki, "n1", &loop);
+  REQUIRE(n1.Start({}).ok());
+  const int port = std::stoi(n1.address().substr(n1.address().rfind(':') + 1));
+  CountingRelay relay(port);
+  TransportAs n2(pki, "n2", &loop);
+  REQUIRE(n2.Send("n1", relay.address(),
+                  membership::EncodeMessage(PingFrom("", 1, "")))
+              .ok());
+  REQUIRE(AckArrives(n2, 1));
+  absl::SleepFor(absl::Milliseconds(300));  // anything sent after the ack
+  // The handshake (certificate and all), HTTP/2's settings, the headers,
+  // the ack and n1's own record: about 2,400 bytes. With the two session
+  // tickets a TLS 1.3 server sends by default, about 3,950.
+  MESSAGE("n1 sent ", relay.down(), " bytes to open the link and ack");
+  CHECK(relay.down() < 3000);
+  CHECK(relay.down() > 1500);
 }
 
 TEST_CASE("GrpcTransport: a server without links gets unary calls") {
