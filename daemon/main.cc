@@ -15,7 +15,6 @@
 #include "daemon/daemon.h"
 #include "daemon/init/pid1.h"
 #include "daemon/server/grpc_log.h"
-#include "mesh/identity/tls_defaults.h"
 #include "runtime/fs.h"
 #include "runtime/log.h"
 #include "runtime/mount.h"
@@ -111,10 +110,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   mycel::log::SetLevel(*mycel::log::ParseLevel(flags->config.log_level()));
-  // Before any channel or server: every SSL_CTX gRPC makes then has it.
-  if (absl::Status s = mycel::identity::DisableSessionTickets(); !s.ok()) {
-    mycel::log::Info("TLS session tickets stay on", {{"reason", s}});
-  }
 
   mycel::Daemon daemon(flags->config, role, main_entered);
   absl::Status s = daemon.Start();

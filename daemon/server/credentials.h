@@ -37,6 +37,8 @@ absl::StatusOr<TlsFiles> ReadTlsFiles(const mycel::v1::DaemonConfig& config);
 //
 // The files are re-read every `refresh`, so that a renewed certificate
 // (written atomically in place) serves new connections without a restart.
+// The first call turns TLS session tickets off for the process
+// (mesh/identity/tls_defaults.h).
 std::shared_ptr<grpc::ServerCredentials> MtlsServerCredentials(
     const TlsFiles& files, absl::Duration refresh);
 

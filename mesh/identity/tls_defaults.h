@@ -29,8 +29,9 @@ absl::StatusOr<bool> ConfiguresSsl(const std::string& path);
 // system's OpenSSL configuration first (as OpenSSL's first use would), so
 // that it cannot replace this later. FAILED_PRECONDITION, changing
 // nothing, when that configuration has a TLS policy of its own
-// (ConfiguresSsl): it is left as it is. Call it before any channel or
-// server exists; calling it again changes nothing.
+// (ConfiguresSsl): it is left as it is. Call it before the first TLS
+// server is made (an SSL_CTX made before keeps its tickets); calling it
+// again changes nothing.
 absl::Status DisableSessionTickets();
 
 }  // namespace mycel::identity
