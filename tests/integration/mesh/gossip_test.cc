@@ -371,13 +371,23 @@ TEST_CASE("three nodes join through a seed over mTLS and see each other") {
   }
 }
 
-TEST_CASE("a frame whose sender is not the certificate's node is refused") {
+// Node n1, serving and running membership, in a mesh whose CA has issued
+// n1, n2 and n3.
+struct Served {
+  Served() { REQUIRE(n1.Start({}).ok()); }
+
   testing::TempDir dir;
-  Pki pki(dir.path());
-  for (const char* n : {"n1", "n2", "n3"}) pki.Issue(n);
+  Pki pki{dir.path()};
+  const bool issued = [this] {
+    for (const char* n : {"n1", "n2", "n3"}) pki.Issue(n);
+    return true;
+  }();
   Loop loop;
-  Node n1(pki, "n1", &loop);
-  REQUIRE(n1.Start({}).ok());
+  Node n1{pki, "n1", &loop};
+};
+
+TEST_CASE_FIXTURE(
+    Served, "a frame whose sender is not the certificate's node is refused") {
   auto as_n2 = StubAs(pki, "n2", n1.address());
 
   // n2 (its certificate) says it is n3 and pings n1.
@@ -893,8 +903,7 @@ class CountingRelay {
 
 // Node n1, and n2 reaching it through a CountingRelay, which counts what
 // n1 sends.
-struct Relayed {
-  Relayed() { REQUIRE(n1.Start({}).ok()); }
+struct Relayed : Served {
   // n2 pings n1; n1's ack arrives.
   void Ping(uint64_t seq) {
     REQUIRE(n2.Send("n1", relay.address(),
@@ -906,14 +915,6 @@ struct Relayed {
     return std::stoi(address.substr(address.rfind(':') + 1));
   }
 
-  testing::TempDir dir;
-  Pki pki{dir.path()};
-  const bool issued = [this] {
-    for (const char* n : {"n1", "n2"}) pki.Issue(n);
-    return true;
-  }();
-  Loop loop;
-  Node n1{pki, "n1", &loop};
   CountingRelay relay{PortOf(n1.address())};
   TransportAs n2{pki, "n2", &loop};
 };
@@ -1005,13 +1006,8 @@ TEST_CASE("GrpcTransport: beyond max_links the least recently used closes") {
   CHECK(st.links_evicted == 2);
 }
 
-TEST_CASE("a link is closed once its peer is revoked, at either end") {
-  testing::TempDir dir;
-  Pki pki(dir.path());
-  for (const char* n : {"n1", "n2", "n3"}) pki.Issue(n);
-  Loop loop;
-  Node n1(pki, "n1", &loop);
-  REQUIRE(n1.Start({}).ok());
+TEST_CASE_FIXTURE(Served,
+                  "a link is closed once its peer is revoked, at either end") {
   TransportAs n2(pki, "n2", &loop);
   membership::Message m = PingFrom("n2", 1, "n1");
   REQUIRE(n2.Send("n1", n1.address(), membership::EncodeMessage(m)).ok());
@@ -1057,13 +1053,8 @@ TEST_CASE("a link is closed once its peer is revoked, at either end") {
   CHECK(Must(n1.membership().Stats()).messages_received == received);
 }
 
-TEST_CASE("a flood down one link is paced by the node, which stays healthy") {
-  testing::TempDir dir;
-  Pki pki(dir.path());
-  for (const char* n : {"n1", "n2", "n3"}) pki.Issue(n);
-  Loop loop;
-  Node n1(pki, "n1", &loop);
-  REQUIRE(n1.Start({}).ok());
+TEST_CASE_FIXTURE(
+    Served, "a flood down one link is paced by the node, which stays healthy") {
   TransportAs n3(pki, "n3", &loop);
   // n2, a member of the mesh, writes pings down one link as fast as gRPC
   // takes them (up to kFlood, which gRPC buffers at n2 faster than n1 can
@@ -1116,13 +1107,9 @@ TEST_CASE("a flood down one link is paced by the node, which stays healthy") {
   CHECK(st.messages_received >= static_cast<uint64_t>(probes));
 }
 
-TEST_CASE("a member opening many links keeps two, and no one else loses one") {
-  testing::TempDir dir;
-  Pki pki(dir.path());
-  for (const char* n : {"n1", "n2", "n3"}) pki.Issue(n);
-  Loop loop;
-  Node n1(pki, "n1", &loop);
-  REQUIRE(n1.Start({}).ok());
+TEST_CASE_FIXTURE(
+    Served,
+    "a member opening many links keeps two, and no one else loses one") {
   // An honest member's link.
   TransportAs n3(pki, "n3", &loop);
   membership::Message ping = PingFrom("n3", 1, "n1");

@@ -152,8 +152,9 @@ TEST_CASE("a version is origin:seq@hlc, and parsing names the field") {
   CHECK(colons->hlc == 0xff);
   CHECK(ObjectVersion::Parse("none", "if_version")->seq == 0);
   CHECK(ObjectVersion{}.ToString() == "none");
-  for (const char* bad : {"", "x", "a:1", ":1@ff", "a:0@ff", "a:-1@ff", "a:1@",
-                          "a:1@xyz", "a@ff", "a:1@ff:2"}) {
+  for (const char* bad :
+       {"", "x", "a:1", ":1@ff", "a:0@ff", "a:-1@ff", "a:1@", "a:1@xyz", "a@ff",
+        "a:1@ff:2", "a:1@ffffffffffffffffff", "a:99999999999999999999@1"}) {
     CAPTURE(bad);
     auto p = ObjectVersion::Parse(bad, "if_version");
     CHECK(absl::IsInvalidArgument(p.status()));
