@@ -56,6 +56,9 @@ absl::Status ValidateConfig(const Config& c) {
   if (!positive(c.gossip_interval) || c.gossip_nodes < 1)
     return absl::InvalidArgumentError(
         "gossip_interval, gossip_nodes: must be positive");
+  if (c.gossip_new_links < 1 || c.gossip_new_links > c.gossip_nodes)
+    return absl::InvalidArgumentError(
+        "gossip_new_links: must be in [1, gossip_nodes]");
   if (!positive(c.push_pull_interval))
     return absl::InvalidArgumentError("push_pull_interval: must be positive");
   if (!positive(c.reconnect_interval) ||

@@ -154,8 +154,11 @@ std::optional<uint32_t> Membership::IndexOf(absl::string_view name) const {
 uint32_t Membership::AddMember(AliveRef record, MemberState state,
                                uint64_t incarnation, int64_t now_us) {
   const uint32_t idx = static_cast<uint32_t>(members_.size());
-  members_.push_back(
-      Member{std::move(record), incarnation, now_us, INT64_MIN, state, now_us});
+  members_.push_back(Member{.record = std::move(record),
+                            .incarnation = incarnation,
+                            .state_since_us = now_us,
+                            .state = state,
+                            .record_since_us = now_us});
   index_.insert(idx);
   ++count_[StateIndex(state)];
   if (idx != 0) {
@@ -176,6 +179,22 @@ void Membership::SetState(uint32_t idx, MemberState state, int64_t now_us) {
   ++count_[StateIndex(state)];
   m.state = state;
   m.state_since_us = now_us;
+  // Its connection is gone, or soon will be.
+  if (!Active(state) && m.linked) {
+    m.linked = false;
+    --linked_count_;
+  }
+}
+
+void Membership::MarkLinked(uint32_t idx) {
+  Member& m = members_[idx];
+  if (m.linked || !Active(m.state)) return;
+  m.linked = true;
+  ++linked_count_;
+  if (!m.listed) {
+    m.listed = true;
+    linked_.push_back(idx);
+  }
 }
 
 void Membership::RemoveMember(uint32_t idx) {
@@ -184,6 +203,8 @@ void Membership::RemoveMember(uint32_t idx) {
   // before their member moves.
   index_.erase(idx);
   --count_[StateIndex(members_[idx].state)];
+  if (members_[idx].linked) --linked_count_;
+  linked_stale_ = true;
   if (idx != last) {
     index_.erase(last);
     members_[idx] = std::move(members_[last]);
@@ -335,6 +356,16 @@ void Membership::HandleSuspect(const Suspect& s, int64_t now_us) {
       PushTimer(it->second.deadline(), TimerKind::kSuspicion, 0, s.name);
       Broadcast(s.name, s);
     }
+    return;
+  }
+  if (m.state == MemberState::kDead) {
+    // The accuser missed every copy of a death we hold (gossip is
+    // probabilistic; the copies may all be spent before it probed the
+    // member itself). Without news it would wait out the longest
+    // suspicion timeout alone, since no one who holds the member dead
+    // confirms a suspicion. Gossip the death again, as HandleDead does
+    // for a refutation someone missed; deaths are rare.
+    Broadcast(s.name, Dead{s.name, m.incarnation, name_});
     return;
   }
   if (m.state != MemberState::kAlive) return;
@@ -509,8 +540,9 @@ absl::Status Membership::HandleChecked(absl::string_view peer,
     HandlePushPull(peer, *pp, now_us);
   }
   // After the message, which may have introduced the peer.
-  if (std::optional<uint32_t> idx = IndexOf(peer)) {
+  if (std::optional<uint32_t> idx = IndexOf(peer); idx && *idx != 0) {
     members_[*idx].last_heard_us = now_us;
+    MarkLinked(*idx);
   }
   return absl::OkStatus();
 }
@@ -827,8 +859,7 @@ void Membership::FinishFailedProbe(int64_t now_us) {
 
 void Membership::Gossip(int64_t now_us) {
   if (broadcasts_.empty()) return;
-  const std::vector<uint32_t> targets = RandomMembers(
-      config_.gossip_nodes, kNoMember, /*alive_only=*/false, now_us);
+  const std::vector<uint32_t> targets = GossipTargets(now_us);
   for (uint32_t t : targets) {
     if (broadcasts_.empty()) return;
     const std::string& name = members_[t].record->name;
@@ -964,6 +995,68 @@ std::vector<uint32_t> Membership::RandomMembers(int k, uint32_t exclude,
   return out;
 }
 
+std::vector<uint32_t> Membership::GossipTargets(int64_t now_us) {
+  std::vector<uint32_t> out = RandomMembers(config_.gossip_nodes, kNoMember,
+                                            /*alive_only=*/false, now_us);
+  if (!config_.gossip_over_links) return out;
+  // A live member we have no connection to costs a TLS handshake on both
+  // sides, more CPU than everything else a message costs. Uniform targets
+  // (memberlist's) make every pair of a mesh that starts at once pay one
+  // within seconds. So the gossip goes over connections we have, once we
+  // have gossip_nodes of them; until then, up to gossip_new_links new ones
+  // a round. Probing still reaches every member, one a probe interval, and
+  // once all are linked this is memberlist's choice. The recently dead
+  // keep their gossip, so that they can refute.
+  const int budget =
+      linked_count_ >= config_.gossip_nodes ? 0 : config_.gossip_new_links;
+  size_t replace = 0;
+  int fresh = 0;
+  auto dropped = std::remove_if(out.begin(), out.end(), [&](uint32_t i) {
+    const Member& m = members_[i];
+    if (m.linked || !Active(m.state)) return false;
+    if (fresh < budget) {
+      ++fresh;
+      return false;
+    }
+    ++replace;
+    return true;
+  });
+  out.erase(dropped, out.end());
+  if (replace > 0) SampleLinked(replace, &out);
+  return out;
+}
+
+void Membership::SampleLinked(size_t k, std::vector<uint32_t>* out) {
+  if (linked_stale_) {
+    linked_.clear();
+    for (uint32_t i = 1; i < members_.size(); ++i) {
+      members_[i].listed = members_[i].linked;
+      if (members_[i].linked) linked_.push_back(i);
+    }
+    linked_stale_ = false;
+  }
+  const size_t want = out->size() + k;
+  // Rejection sampling, bounded: a few tries per target, as in
+  // RandomMembers. Entries no longer linked leave the list as they are met.
+  for (size_t tries = 0; tries < 4 * k + 8 && out->size() < want; ++tries) {
+    if (linked_.empty()) return;
+    const size_t pos = prng_.Uniform(linked_.size());
+    const uint32_t i = linked_[pos];
+    Member& m = members_[i];
+    if (!m.linked) {
+      m.listed = false;
+      linked_[pos] = linked_.back();
+      linked_.pop_back();
+      continue;
+    }
+    if (!Active(m.state) ||
+        std::find(out->begin(), out->end(), i) != out->end()) {
+      continue;
+    }
+    out->push_back(i);
+  }
+}
+
 std::string Membership::AddressOf(absl::string_view name) const {
   std::optional<uint32_t> idx = IndexOf(name);
   if (!idx) return "";
@@ -985,6 +1078,7 @@ void Membership::Send(std::string to, std::string address, Body body,
   // message we send it, so that it can refute at once instead of waiting
   // for the gossip to reach it.
   if (std::optional<uint32_t> idx = IndexOf(to); idx && *idx != 0) {
+    MarkLinked(*idx);
     const Member& m = members_[*idx];
     if (m.state == MemberState::kSuspect) {
       msg.updates.emplace_back(Suspect{to, m.incarnation, name_});

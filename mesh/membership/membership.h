@@ -206,6 +206,11 @@ class Membership {
     int64_t state_since_us = 0;
     int64_t last_heard_us = INT64_MIN;
     MemberState state = MemberState::kAlive;
+    // Active, and we have sent it a message or heard from it since it was
+    // last dead: the transport holds a connection to it, and a message
+    // costs no new handshake. `listed`: its index is in linked_.
+    bool linked = false;
+    bool listed = false;
     // When `record` last changed (a new incarnation, a refutation).
     int64_t record_since_us = 0;
   };
@@ -344,6 +349,13 @@ class Membership {
   // Output.
   std::vector<uint32_t> RandomMembers(int k, uint32_t exclude, bool alive_only,
                                       int64_t now_us);
+  // A round's gossip targets: RandomMembers, with live members we have no
+  // connection to replaced by ones we have, beyond what gossip_new_links
+  // allows (Config).
+  std::vector<uint32_t> GossipTargets(int64_t now_us);
+  // Adds to `out` up to `k` active linked members not already in it.
+  void SampleLinked(size_t k, std::vector<uint32_t>* out);
+  void MarkLinked(uint32_t idx);
   bool Eligible(const std::string& key, int64_t now_us) const;
   // The reconnect schedule's base: join_retry_interval while this node
   // knows no live member, else reconnect_interval.
@@ -381,6 +393,12 @@ class Membership {
   int count_[5] = {0, 0, 0, 0, 0};
 
   std::vector<uint32_t> probe_order_;
+  // Members with `linked` set, and stale entries that SampleLinked drops
+  // as it meets them; rebuilt after RemoveMember moves indices.
+  std::vector<uint32_t> linked_;
+  bool linked_stale_ = false;
+  int linked_count_ = 0;  // members with `linked` set
+
   size_t probe_pos_ = 0;
   std::optional<Probe> probe_;
   uint64_t next_seq_;

@@ -22,6 +22,7 @@ constexpr char kUsage[] =
     "usage: mycel-sim [--scenario join|crash|restart|partition|soak|storm]\n"
     "                 [--nodes N] [--seed S] [--profile lan|wan]\n"
     "                 [--loss P] [--latency-ms MS] [--jitter-ms MS]\n"
+    "                 [--connect-ms MS] [--gossip-uniform]\n"
     "                 [--warmup-s S] [--duration-s S] [--limit-s S]\n"
     "                 [--partition-fraction F] [--wire]\n";
 
@@ -43,6 +44,10 @@ int main(int argc, char** argv) {
     }
     if (flag == "--wire") {
       o.sim.wire = true;
+      continue;
+    }
+    if (flag == "--gossip-uniform") {
+      o.gossip_uniform = true;
       continue;
     }
     if (const size_t eq = flag.find('='); eq != std::string::npos) {
@@ -72,6 +77,9 @@ int main(int argc, char** argv) {
       o.sim.network.latency = absl::Microseconds(d * 1000);
     } else if (flag == "--jitter-ms") {
       o.sim.network.jitter = absl::Microseconds(d * 1000);
+    } else if (flag == "--connect-ms") {
+      if (d < 0) return Fail("--connect-ms: must be >= 0");
+      o.sim.network.connect = absl::Microseconds(d * 1000);
     } else if (flag == "--warmup-s") {
       o.warmup = absl::Milliseconds(d * 1000);
     } else if (flag == "--duration-s") {

@@ -17,6 +17,10 @@ struct NetworkOptions {
   absl::Duration jitter = absl::Milliseconds(1);
   // Probability that any one message is lost.
   double loss = 0;
+  // Extra delay of a message between two nodes with no connection yet
+  // (myceld: TCP and a TLS 1.3 handshake, about 2 round trips and the CPU
+  // of both ends). The connection stays until either node crashes.
+  absl::Duration connect = absl::ZeroDuration();
 };
 
 // Not thread-safe.

@@ -176,6 +176,7 @@ absl::StatusOr<Report> RunScenario(const ScenarioOptions& options) {
   absl::StatusOr<membership::Config> config =
       membership::ConfigForProfile(options.profile);
   if (!config.ok()) return config.status();
+  if (options.gossip_uniform) config->gossip_over_links = false;
   sim_options.config = *config;
 
   Report r;
@@ -186,6 +187,8 @@ absl::StatusOr<Report> RunScenario(const ScenarioOptions& options) {
   r.loss = sim_options.network.loss;
   r.latency_ms = absl::ToDoubleMilliseconds(sim_options.network.latency);
   r.jitter_ms = absl::ToDoubleMilliseconds(sim_options.network.jitter);
+  r.connect_ms = absl::ToDoubleMilliseconds(sim_options.network.connect);
+  r.gossip_uniform = !sim_options.config.gossip_over_links;
   r.wire = sim_options.wire;
   r.gossip_interval_s = Seconds(sim_options.config.gossip_interval);
 
@@ -209,6 +212,7 @@ absl::StatusOr<Report> RunScenario(const ScenarioOptions& options) {
     const absl::Duration gap =
         joiners > 1 ? options.duration / (joiners - 1) : absl::ZeroDuration();
     const absl::Time first = sim.now();
+    const uint64_t connections_before = sim.connections_opened();
     for (int k = 0; k < joiners; ++k) {
       if (k > 0 && gap > absl::ZeroDuration()) sim.RunFor(gap);
       absl::StatusOr<int> joiner = sim.AddJoiningNode(0);
@@ -220,6 +224,7 @@ absl::StatusOr<Report> RunScenario(const ScenarioOptions& options) {
     if (sim.RunUntilTrue(converged, absl::Milliseconds(10), options.limit)) {
       r.storm_converged_s = Seconds(sim.now() - first);
       r.storm_after_last_start_s = Seconds(sim.now() - last);
+      r.storm_connections = sim.connections_opened() - connections_before;
     }
   } else if (sc == "join") {
     const int seed_node = RandomUpNode(&sim);
@@ -346,6 +351,8 @@ std::string FormatReport(const Report& r) {
   line("loss", absl::StrFormat("%.3f", r.loss));
   line("latency_ms",
        absl::StrFormat("%.3f + U[0, %.3f)", r.latency_ms, r.jitter_ms));
+  line("connect_ms", absl::StrFormat("%.3f", r.connect_ms));
+  line("gossip_targets", r.gossip_uniform ? "uniform" : "over links");
   line("wire", r.wire ? "encoded" : "structs (sizes as encoded)");
   if (r.scenario == "join") {
     auto rounds = [&](double s) {
@@ -372,6 +379,7 @@ std::string FormatReport(const Report& r) {
     line("storm_launch_s", sec(r.storm_launch_s));
     line("storm_converged_s", sec(r.storm_converged_s));
     line("storm_after_last_start_s", sec(r.storm_after_last_start_s));
+    line("storm_connections", absl::StrCat(r.storm_connections));
   }
   if (r.scenario == "partition") {
     line("partition_s", sec(r.partition_s));

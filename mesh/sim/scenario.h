@@ -17,7 +17,8 @@
 //              then the other N-1 nodes start and join it, spread evenly
 //              over `duration` (0: all at once). Time from the first
 //              joiner's start (and from the last one's) until every node
-//              holds every other alive.
+//              holds every other alive, and the connections opened until
+//              then (Simulator::connections_opened).
 //
 // Every scenario also counts false positives (a node declared dead while it
 // ran and could be reached) and traffic per node per second, where bytes are
@@ -47,6 +48,8 @@ struct ScenarioOptions {
   // joiner starts at once).
   absl::Duration duration = absl::ZeroDuration();
   double partition_fraction = 0.4;
+  // Config::gossip_over_links false: memberlist's uniform gossip targets.
+  bool gossip_uniform = false;
   // Longest wait for the scenario's outcome before reporting it missed.
   absl::Duration limit = absl::Seconds(300);
 };
@@ -61,6 +64,8 @@ struct Report {
   double loss = 0;
   double latency_ms = 0;
   double jitter_ms = 0;
+  double connect_ms = 0;
+  bool gossip_uniform = false;
   bool wire = false;
 
   double gossip_interval_s = 0;
@@ -80,6 +85,8 @@ struct Report {
   double storm_launch_s = 0;
   double storm_converged_s = -1;         // from the first joiner's start
   double storm_after_last_start_s = -1;  // from the last joiner's start
+  // Connections opened from the first joiner's start until convergence.
+  uint64_t storm_connections = 0;
 
   double partition_s = 0;
   int64_t partition_deaths = 0;  // (observer, subject) across the cut

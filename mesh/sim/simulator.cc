@@ -131,6 +131,19 @@ void Simulator::Crash(int i) {
   n.m.reset();
   n.up = false;
   n.wake_us = INT64_MAX;
+  ++n.epoch;
+}
+
+bool Simulator::Connect(int a, int b) {
+  if (a > b) std::swap(a, b);
+  const uint64_t key =
+      static_cast<uint64_t>(a) << 32 | static_cast<uint32_t>(b);
+  const std::pair<uint32_t, uint32_t> now{nodes_[a].epoch, nodes_[b].epoch};
+  auto [it, added] = connections_.try_emplace(key, now);
+  if (!added && it->second == now) return false;
+  it->second = now;
+  ++connections_opened_;
+  return true;
 }
 
 absl::Status Simulator::Restart(int i) {
@@ -174,6 +187,7 @@ void Simulator::AfterCall(int i) {
     if (to < 0) continue;
     absl::Duration delay;
     if (!network_.Deliver(i, to, &prng_, &delay)) continue;
+    if (Connect(i, to)) delay += network_.options().connect;
     auto d = std::make_unique<Delivery>();
     d->from = i;
     if (options_.wire) {

@@ -93,6 +93,9 @@ class Simulator {
   const Traffic& traffic(int i) const { return nodes_[i].traffic; }
   const SimOptions& options() const { return options_; }
   uint64_t events_processed() const { return events_processed_; }
+  // Pairs of nodes that have opened a connection (a delivered message
+  // between two nodes with none), counted again after a crash of either.
+  uint64_t connections_opened() const { return connections_opened_; }
 
  private:
   struct Node {
@@ -105,6 +108,8 @@ class Simulator {
     std::vector<membership::MemberSnapshot> persisted;
     std::vector<std::string> seeds;
     Traffic traffic;
+    // Bumped at each crash: connections opened before are gone.
+    uint32_t epoch = 0;
   };
   struct Delivery {
     int from;
@@ -127,6 +132,8 @@ class Simulator {
   // Sends what node i produced, reports its events, re-arms its wake-up.
   void AfterCall(int i);
   void Push(absl::Time when, int node, std::unique_ptr<Delivery> delivery);
+  // Whether a and b had no live connection; opens one.
+  bool Connect(int a, int b);
 
   SimOptions options_;
   membership::Prng prng_;
@@ -141,6 +148,9 @@ class Simulator {
   std::vector<Event> queue_;  // a min-heap
   uint64_t order_ = 0;
   uint64_t events_processed_ = 0;
+  // (low index << 32 | high index) -> both nodes' epochs when it opened.
+  absl::flat_hash_map<uint64_t, std::pair<uint32_t, uint32_t>> connections_;
+  uint64_t connections_opened_ = 0;
   EventHook hook_;
 };
 

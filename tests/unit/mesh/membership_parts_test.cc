@@ -77,6 +77,13 @@ TEST_CASE("profiles carry memberlist's LAN and WAN defaults") {
   fewer.join_retransmit_mult = 3;
   CHECK(ValidateConfig(fewer).message().find("join_retransmit_mult") !=
         std::string::npos);
+  // Not memberlist's: one new connection a gossip round, in both profiles.
+  CHECK(lan.gossip_new_links == 1);
+  CHECK(wan.gossip_new_links == 1);
+  Config greedy = wan;
+  greedy.gossip_new_links = wan.gossip_nodes + 1;
+  CHECK(ValidateConfig(greedy).message().find("gossip_new_links") !=
+        std::string::npos);
 }
 
 TEST_CASE("a join update is sent join_limit times, others limit times") {

@@ -5,12 +5,16 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "mesh/membership/codec.h"
 #include "mesh/membership/fake_signer.h"
 
@@ -289,6 +293,77 @@ TEST_CASE("messages leave out what the transport authenticates") {
   CHECK(b->stats().rejected_sender_mismatch == 1);
 }
 
+// Gossips to `m` for 10 s of rounds, with a new member's record arriving
+// from p00 at each round so that there is always news to send. Per round:
+// the members `m` had sent to or heard from before it, the gossip targets
+// among the others, and the gossip messages sent.
+struct GossipRounds {
+  std::vector<int> linked;
+  std::vector<int> fresh;
+  std::vector<int> sent;
+};
+GossipRounds RunGossip(Fixture& f, Membership* m) {
+  std::set<std::string> contacted = {"p00"};
+  GossipRounds out;
+  for (int round = 0; round < 50; ++round) {
+    Alive joiner = *f.Record(absl::StrCat("new", round), 1);
+    (void)m->HandleMessage(
+        "p00",
+        From("p00", std::monostate(),
+             {std::make_shared<const Alive>(std::move(joiner))}),
+        f.now);
+    f.now += absl::Milliseconds(200);
+    m->Tick(f.now);
+    int fresh = 0, sent = 0;
+    std::vector<std::string> to;
+    for (Outbound& o : m->TakeOutbox()) {
+      to.push_back(o.to);
+      if (!std::holds_alternative<std::monostate>(o.message.body)) continue;
+      ++sent;
+      if (!contacted.contains(o.to)) ++fresh;
+    }
+    out.linked.push_back(static_cast<int>(contacted.size()));
+    out.fresh.push_back(fresh);
+    out.sent.push_back(sent);
+    contacted.insert(to.begin(), to.end());
+  }
+  return out;
+}
+
+TEST_CASE("gossip goes over connections it has, adding one a round until 3") {
+  Fixture f;
+  std::vector<std::string> peers;
+  for (int i = 0; i < 40; ++i) peers.push_back(absl::StrFormat("p%02d", i));
+  MembershipOptions o = f.Options("a", peers);
+  o.config.probe_interval = absl::Hours(1);  // gossip only
+  o.config.probe_timeout = absl::Minutes(1);
+  o.config.delivery_timeout = absl::Minutes(1);
+  o.config.push_pull_interval = absl::Hours(1);
+  std::unique_ptr<Membership> a = *Membership::Create(o, f.now);
+  const GossipRounds r = RunGossip(f, a.get());
+  for (size_t i = 0; i < r.fresh.size(); ++i) {
+    CAPTURE(i);
+    CAPTURE(r.linked[i]);
+    // At most gossip_new_links (1) new connection a round, and none once
+    // it has gossip_nodes (3).
+    CHECK(r.fresh[i] <= (r.linked[i] < 3 ? 1 : 0));
+    CHECK(r.sent[i] >= 1);  // the news always goes somewhere
+    if (r.linked[i] >= 3) CHECK(r.sent[i] == 3);
+  }
+  CHECK(r.linked.back() == 3);
+
+  // memberlist's choice, uniform over all members, opens several a round.
+  o.config.gossip_over_links = false;
+  std::unique_ptr<Membership> b = *Membership::Create(o, f.now);
+  const GossipRounds u = RunGossip(f, b.get());
+  CHECK(*std::max_element(u.fresh.begin(), u.fresh.end()) >= 2);
+  CHECK(u.linked.back() >= 30);
+
+  o.config.gossip_new_links = 0;
+  CHECK(Membership::Create(o, f.now).status().message().find(
+            "gossip_new_links") != std::string::npos);
+}
+
 TEST_CASE("a flood from one peer is cut to its rate; probing carries on") {
   Fixture f;
   std::unique_ptr<Membership> a = f.Node("a", {"b", "c"});
@@ -504,6 +579,37 @@ TEST_CASE(
   CHECK(b->incarnation() == 100);
   CHECK(b->StateOf("b") == MemberState::kAlive);
   CHECK(a->stats().stale_updates + b->stats().stale_updates >= 5);
+}
+
+TEST_CASE("a suspicion of a member we hold dead gets the death back") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b", "d"});
+  (void)a->HandleMessage(
+      "b", From("b", std::monostate(), {Dead{"d", 100, "b"}}), f.now);
+  REQUIRE(a->StateOf("d") == MemberState::kDead);
+  // Let the death's own retransmits run out.
+  for (int i = 0; i < 50; ++i) {
+    (void)a->HandleMessage("b", From("b", Ping{uint64_t(i + 1), "a"}), f.now);
+    (void)a->TakeOutbox();
+  }
+  auto dead_sent = [&] {
+    (void)a->HandleMessage("b", From("b", Ping{999, "a"}), f.now);
+    for (const Outbound& out : a->TakeOutbox()) {
+      for (const Update& u : out.message.updates) {
+        const Dead* d = std::get_if<Dead>(&u);
+        if (d != nullptr && d->name == "d" && d->incarnation == 100) {
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+  CHECK_FALSE(dead_sent());
+  // b missed the death, probed d itself and suspects it: a tells it again.
+  (void)a->HandleMessage(
+      "b", From("b", std::monostate(), {Suspect{"d", 100, "b"}}), f.now);
+  CHECK(a->StateOf("d") == MemberState::kDead);
+  CHECK(dead_sent());
 }
 
 TEST_CASE("a node told it is dead refutes with a higher incarnation") {
