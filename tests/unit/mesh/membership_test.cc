@@ -610,6 +610,32 @@ TEST_CASE("a suspicion of a member we hold dead gets the death back") {
       "b", From("b", std::monostate(), {Suspect{"d", 100, "b"}}), f.now);
   CHECK(a->StateOf("d") == MemberState::kDead);
   CHECK(dead_sent());
+  // Spend that copy too.
+  for (int i = 0; i < 50; ++i) {
+    (void)a->HandleMessage("b", From("b", Ping{uint64_t(i + 1), "a"}), f.now);
+    (void)a->TakeOutbox();
+  }
+  REQUIRE_FALSE(dead_sent());
+  // A full-state sync from a peer that holds d dead too is no news: the
+  // death is not gossiped again (every 30 s, for as long as d is kept).
+  PushPull sync{7,
+                false,
+                false,
+                {MemberDigest{f.Record("d", 100), MemberState::kDead, 100}}};
+  REQUIRE(a->HandleMessage("b", From("b", sync), f.now).ok());
+  CHECK(a->StateOf("d") == MemberState::kDead);
+  CHECK_FALSE(dead_sent());
+  // Nor is a periodic sync's summary of it.
+  PushPull summary{8};
+  summary.summaries = {MemberSummary{"d", 100, MemberState::kDead, 100}};
+  REQUIRE(a->HandleMessage("b", From("b", summary), f.now).ok());
+  CHECK(a->StateOf("d") == MemberState::kDead);
+  CHECK_FALSE(dead_sent());
+  // A sync from a peer that still suspects d is: it missed the death.
+  summary.summaries[0].state = MemberState::kSuspect;
+  REQUIRE(a->HandleMessage("b", From("b", summary), f.now).ok());
+  CHECK(a->StateOf("d") == MemberState::kDead);
+  CHECK(dead_sent());
 }
 
 TEST_CASE("a node told it is dead refutes with a higher incarnation") {
