@@ -195,6 +195,8 @@ class Membership {
     return count_[static_cast<int>(state)];
   }
   const MembershipStats& stats() const { return stats_; }
+  // Updates waiting to be piggybacked (at most one per member).
+  size_t queued_updates() const { return broadcasts_.size(); }
   const Config& config() const { return config_; }
 
  private:

@@ -638,6 +638,50 @@ TEST_CASE("a suspicion of a member we hold dead gets the death back") {
   CHECK(dead_sent());
 }
 
+TEST_CASE(
+    "a member repeating a suspicion of a member held dead re-arms one death, "
+    "not one per suspicion") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b", "d"});
+  (void)a->HandleMessage(
+      "b", From("b", std::monostate(), {Dead{"d", 100, "b"}}), f.now);
+  REQUIRE(a->StateOf("d") == MemberState::kDead);
+  auto drain = [&] {
+    // Counts the copies of d's death a sends until its queue is empty.
+    int copies = 0;
+    for (int i = 0; i < 200 && a->queued_updates() > 0; ++i) {
+      (void)a->HandleMessage("b", From("b", Ping{uint64_t(i + 1), "a"}), f.now);
+      for (const Outbound& out : a->TakeOutbox()) {
+        for (const Update& u : out.message.updates) {
+          const Dead* d = std::get_if<Dead>(&u);
+          copies += d != nullptr && d->name == "d" ? 1 : 0;
+        }
+      }
+    }
+    return copies;
+  };
+  auto suspect = [&] {
+    CHECK(
+        a->HandleMessage(
+             "b", From("b", std::monostate(), {Suspect{"d", 100, "b"}}), f.now)
+            .ok());
+    CHECK(a->queued_updates() == 1);
+  };
+  REQUIRE(drain() > 0);
+  REQUIRE(a->queued_updates() == 0);
+  // One suspicion: the death goes out again, a bounded number of times.
+  suspect();
+  const int once = drain();
+  CHECK(once == RetransmitLimit(a->config().join_retransmit_mult, 3));
+  // A compromised b sends the same suspicion 100 times: the queue holds
+  // one update per member, so each re-arms the one queued death.
+  for (int i = 0; i < 100; ++i) suspect();
+  CHECK(a->StateOf("d") == MemberState::kDead);
+  // What goes out is one death's retransmissions, not 100 of them.
+  CHECK(drain() == once);
+  CHECK(a->queued_updates() == 0);
+}
+
 TEST_CASE("a node told it is dead refutes with a higher incarnation") {
   Fixture f;
   std::unique_ptr<Membership> b = f.Node("b", {"a"});
