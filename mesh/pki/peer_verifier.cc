@@ -193,14 +193,72 @@ absl::Status PeerVerifier::CheckNow(const PeerIdentity& peer,
 absl::StatusOr<PeerIdentity> PeerVerifier::VerifyOnce(const Certificate& leaf,
                                                       PeerSide side,
                                                       absl::Time now) const {
+  // Path validation checks the CA's signature too, so a certificate that
+  // passes it is the CA's and its fields can be read. That is the common
+  // case, and checking the signature on its own first as well cost each
+  // new certificate a second ECDSA verification (0.14 ms here, and a node
+  // of a 50-node mesh checks 49 of them as it joins). A certificate that
+  // fails goes through the checks one by one, for the clearest reason.
+  internal::ErrorScope errors;
+  int depth = 0;
+  if (Chain(leaf.x509(), side, now, &depth) != X509_V_OK) {
+    return Diagnose(leaf, side, now);
+  }
+  return CheckFields(leaf, side, now);
+}
+
+int PeerVerifier::Chain(X509* leaf, PeerSide side, absl::Time now,
+                        int* depth) const {
+  // RFC 5280 path validation as the authority: strict mode, name
+  // constraints, the TLS purpose, the validity at `now`.
+  internal::UniqueX509StoreCtx ctx(X509_STORE_CTX_new());
+  if (ctx == nullptr ||
+      X509_STORE_CTX_init(ctx.get(), store_.get(), leaf, nullptr) != 1) {
+    *depth = 0;
+    return X509_V_ERR_OUT_OF_MEM;
+  }
+  X509_VERIFY_PARAM* param = X509_STORE_CTX_get0_param(ctx.get());
+  X509_VERIFY_PARAM_set_time(param, absl::ToTimeT(now));
+  X509_VERIFY_PARAM_set_flags(param, X509_V_FLAG_X509_STRICT);
+  // Leaves are issued directly by the root.
+  X509_VERIFY_PARAM_set_depth(param, 0);
+  X509_STORE_CTX_set_purpose(ctx.get(), side == PeerSide::kClient
+                                            ? X509_PURPOSE_SSL_CLIENT
+                                            : X509_PURPOSE_SSL_SERVER);
+  const int ok = X509_verify_cert(ctx.get());
+  *depth = X509_STORE_CTX_get_error_depth(ctx.get());
+  if (ok == 1) return X509_V_OK;
+  const int err = X509_STORE_CTX_get_error(ctx.get());
+  return err == X509_V_OK ? X509_V_ERR_UNSPECIFIED : err;
+}
+
+absl::StatusOr<PeerIdentity> PeerVerifier::Diagnose(const Certificate& leaf,
+                                                    PeerSide side,
+                                                    absl::Time now) const {
   internal::ErrorScope errors;
   X509* x = leaf.x509();
-
-  // The checks with the clearest messages come first. The signature check
-  // is first of all, so nothing else is read from a certificate that this
-  // CA did not sign.
+  // The signature first of all, so nothing else is read from a certificate
+  // that this CA did not sign.
   EVP_PKEY* ca_key = X509_get0_pubkey(ca_.x509());
   if (X509_verify(x, ca_key) != 1) return Refuse("issued by another CA");
+  ASSIGN_OR_RETURN(PeerIdentity peer, CheckFields(leaf, side, now));
+  int depth = 0;
+  const int err = Chain(x, side, now, &depth);
+  if (err == X509_V_OK) return peer;
+  if (err == X509_V_ERR_OUT_OF_MEM) {
+    return internal::OpenSslError(absl::StatusCode::kInternal,
+                                  "verification context");
+  }
+  return Refuse(
+      absl::StrCat("chain rejected: ", X509_verify_cert_error_string(err),
+                   " (depth ", depth, ")"));
+}
+
+absl::StatusOr<PeerIdentity> PeerVerifier::CheckFields(const Certificate& leaf,
+                                                       PeerSide side,
+                                                       absl::Time now) const {
+  internal::ErrorScope errors;
+  X509* x = leaf.x509();
   if (!internal::IsP256(X509_get0_pubkey(x))) {
     return Refuse("certificate key is not ECDSA P-256");
   }
@@ -215,30 +273,6 @@ absl::StatusOr<PeerIdentity> PeerVerifier::VerifyOnce(const Certificate& leaf,
   if (peer->mesh != mesh_) {
     return Refuse(absl::StrCat("certificate is for mesh \"", peer->mesh,
                                "\", not \"", mesh_, "\""));
-  }
-
-  // RFC 5280 path validation as the authority: strict mode, name
-  // constraints, the TLS purpose. Validity was checked above; it is
-  // checked here again at the same time.
-  internal::UniqueX509StoreCtx ctx(X509_STORE_CTX_new());
-  if (ctx == nullptr ||
-      X509_STORE_CTX_init(ctx.get(), store_.get(), x, nullptr) != 1) {
-    return internal::OpenSslError(absl::StatusCode::kInternal,
-                                  "verification context");
-  }
-  X509_VERIFY_PARAM* param = X509_STORE_CTX_get0_param(ctx.get());
-  X509_VERIFY_PARAM_set_time(param, absl::ToTimeT(now));
-  X509_VERIFY_PARAM_set_flags(param, X509_V_FLAG_X509_STRICT);
-  // Leaves are issued directly by the root.
-  X509_VERIFY_PARAM_set_depth(param, 0);
-  X509_STORE_CTX_set_purpose(ctx.get(), side == PeerSide::kClient
-                                            ? X509_PURPOSE_SSL_CLIENT
-                                            : X509_PURPOSE_SSL_SERVER);
-  if (X509_verify_cert(ctx.get()) != 1) {
-    int err = X509_STORE_CTX_get_error(ctx.get());
-    return Refuse(absl::StrCat(
-        "chain rejected: ", X509_verify_cert_error_string(err), " (depth ",
-        X509_STORE_CTX_get_error_depth(ctx.get()), ")"));
   }
   return peer;
 }

@@ -89,6 +89,15 @@ class PeerVerifier {
   // The checks that depend only on the certificate and `side`.
   absl::StatusOr<PeerIdentity> VerifyOnce(const Certificate& leaf,
                                           PeerSide side, absl::Time now) const;
+  // RFC 5280 path validation of `leaf` against the CA; the error code of
+  // X509_verify_cert (X509_V_OK when it passes) and its depth.
+  int Chain(X509* leaf, PeerSide side, absl::Time now, int* depth) const;
+  // The checks in the order of their clearest messages, the chain last.
+  absl::StatusOr<PeerIdentity> Diagnose(const Certificate& leaf, PeerSide side,
+                                        absl::Time now) const;
+  // The checks besides the signature and the chain.
+  absl::StatusOr<PeerIdentity> CheckFields(const Certificate& leaf,
+                                           PeerSide side, absl::Time now) const;
   // The checks that depend on the time and the revocation list.
   absl::Status CheckNow(const PeerIdentity& peer,
                         const RevocationList& revocations,
