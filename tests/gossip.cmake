@@ -3,7 +3,7 @@
 # over real mTLS in one process (integration), and five myceld in network
 # namespaces (e2e).
 mycel_test(pki_signer_test SRCS unit/mesh/pki_signer_test.cc
-  DEPS mycel_membership_node mycel_pki mycel_runtime)
+  DEPS mycel_membership_node mycel_pki mycel_runtime mycel_testing)
 mycel_test(membership_config_test SRCS unit/daemon/membership_config_test.cc
   DEPS mycel_daemon mycel_testing)
 mycel_test(grpc_log_test SRCS unit/daemon/grpc_log_test.cc

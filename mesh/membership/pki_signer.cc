@@ -1,11 +1,13 @@
 #include "mesh/membership/pki_signer.h"
 
+#include <openssl/crypto.h>
 #include <openssl/x509.h>
 
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "mesh/pki/certificate.h"
+#include "mesh/pki/internal/openssl.h"
 #include "mesh/pki/private_key.h"
 #include "mesh/pki/signature.h"
 #include "runtime/fs.h"
@@ -41,7 +43,21 @@ absl::Status SignAlive(absl::string_view cert_pem, absl::string_view key_pem,
 absl::Status PkiSigner::Sign(Alive* alive) {
   ASSIGN_OR_RETURN(std::string cert_pem, ReadFile(cert_file_));
   ASSIGN_OR_RETURN(std::string key_pem, ReadFile(key_file_));
-  return SignAlive(cert_pem, key_pem, alive);
+  std::string digest =
+      pki::internal::Sha256(cert_pem) + pki::internal::Sha256(key_pem);
+  if (digest != digest_ || !cert_.has_value() || !key_.has_value()) {
+    absl::StatusOr<pki::Certificate> cert = pki::Certificate::FromPem(cert_pem);
+    absl::StatusOr<pki::PrivateKey> key = pki::PrivateKey::FromPem(key_pem);
+    OPENSSL_cleanse(key_pem.data(), key_pem.size());
+    if (!cert.ok()) return Annotate(cert.status(), "node certificate");
+    if (!key.ok()) return Annotate(key.status(), "node key");
+    ++parses_;
+    cert_ = *std::move(cert);
+    key_ = *std::move(key);
+    digest_ = std::move(digest);
+  }
+  OPENSSL_cleanse(key_pem.data(), key_pem.size());
+  return SignWith(*cert_, *key_, alive);
 }
 
 absl::StatusOr<PkiVerifier::Checked> PkiVerifier::Check(const Alive& alive,

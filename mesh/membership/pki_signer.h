@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -18,16 +19,19 @@
 #include "mesh/identity/trust.h"
 #include "mesh/membership/signing.h"
 #include "mesh/pki/certificate.h"
+#include "mesh/pki/private_key.h"
 #include "runtime/clock.h"
 
 namespace mycel::membership {
 
 // Signs this node's records with the key of `key_file` and attaches the
 // certificate of `cert_file` (both PEM, as gen-pki.sh and the mesh layer
-// write them). The files are read on every Sign, which is rare (start, a
-// refutation, a meta change, a leave), so a rotated certificate is used
-// from the next record on. Thread-compatible (the state machine calls it
-// from its strand).
+// write them). The files are read on every Sign (start, a refutation, a
+// meta change, a leave), so a rotated certificate is used from the next
+// record on; they are parsed again only when their bytes changed, since a
+// key's parse from PEM costs about 1 ms with OpenSSL 3.0 and refutations
+// come in bursts while a mesh forms on a busy host. Thread-compatible (the
+// state machine calls it from its strand).
 class PkiSigner final : public AliveSigner {
  public:
   PkiSigner(std::string cert_file, std::string key_file)
@@ -36,9 +40,18 @@ class PkiSigner final : public AliveSigner {
   // not belong to the certificate, which would make every record refused.
   absl::Status Sign(Alive* alive) override;
 
+  // How many times the files were parsed (tests).
+  uint64_t parses() const { return parses_; }
+
  private:
   std::string cert_file_;
   std::string key_file_;
+  // The pair last parsed, and the SHA-256 of the files' bytes it came from
+  // (a digest rather than a copy of the key's PEM).
+  std::string digest_;
+  std::optional<pki::Certificate> cert_;
+  std::optional<pki::PrivateKey> key_;
+  uint64_t parses_ = 0;
 };
 
 // Signs with PEM held in memory (tests; no rotation).

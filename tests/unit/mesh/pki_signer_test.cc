@@ -6,13 +6,16 @@
 #include "mesh/membership/pki_signer.h"
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <string>
 
 #include "mesh/identity/trust.h"
 #include "mesh/pki/certificate_authority.h"
 #include "mesh/pki/private_key.h"
+#include "runtime/fs.h"
 #include "runtime/manual_clock.h"
+#include "tests/testing/process.h"
 #include "tests/unit/mesh/pki_test_util.h"
 
 namespace mycel::membership {
@@ -200,6 +203,44 @@ TEST_CASE("the signer refuses a key that is not its certificate's") {
               absl::StatusCode::kInvalidArgument,
               "not the key of the node certificate"));
   CHECK(alive.signature.empty());
+}
+
+TEST_CASE(
+    "the file signer parses its files again only when they change, and "
+    "signs with the rotated pair from the next record on") {
+  Fixture f;
+  testing::TempDir dir;
+  const std::string cert_file = dir.Sub("node.crt");
+  const std::string key_file = dir.Sub("node.key");
+  REQUIRE(WriteFileAtomic(cert_file, f.a.cert_pem, 0644).ok());
+  REQUIRE(WriteFileAtomic(key_file, f.a.key_pem, 0600).ok());
+  PkiSigner signer(cert_file, key_file);
+  for (int i = 0; i < 3; ++i) {
+    Alive alive = Record("a");
+    alive.incarnation += static_cast<uint64_t>(i);
+    REQUIRE(signer.Sign(&alive).ok());
+    CHECK(f.verifier.Verify(alive).ok());
+  }
+  CHECK(signer.parses() == 1);
+  // Renewed: a new key and certificate for the same name.
+  Creds renewed = Issue(f.ca, "a");
+  REQUIRE(WriteFileAtomic(key_file, renewed.key_pem, 0600).ok());
+  // Half rotated (the key written, not yet the certificate): refused, and
+  // nothing is signed with the old pair's certificate and the new key.
+  Alive half = Record("a");
+  CHECK(Fails(signer.Sign(&half), absl::StatusCode::kInvalidArgument,
+              "not the key of the node certificate"));
+  CHECK(half.signature.empty());
+  REQUIRE(WriteFileAtomic(cert_file, renewed.cert_pem, 0644).ok());
+  Alive alive = Record("a");
+  REQUIRE(signer.Sign(&alive).ok());
+  CHECK(alive.certificate ==
+        Must(pki::Certificate::FromPem(renewed.cert_pem)).der());
+  CHECK(f.verifier.Verify(alive).ok());
+  CHECK(signer.parses() == 3);
+  // A file that cannot be read names itself.
+  REQUIRE(unlink(key_file.c_str()) == 0);
+  CHECK(Fails(signer.Sign(&alive), absl::StatusCode::kNotFound, "node.key"));
 }
 
 }  // namespace
