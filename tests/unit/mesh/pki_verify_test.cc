@@ -254,6 +254,14 @@ TEST_CASE("leaves this CA signed but that break the rules are refused") {
   RawLeaf rsa_leaf = good;
   rsa_leaf.key = rsa.get();
   CHECK(Fails(verify(rsa_leaf), kUnauth, "not ECDSA P-256"));
+
+  // Signed with this CA's key but naming another CA as its issuer: the
+  // signature and every field pass, path validation does not.
+  CertificateAuthority other = MakeCa("dev");
+  RawLeaf misnamed = good;
+  misnamed.issuer = other.certificate().x509();
+  CHECK(Fails(verify(misnamed), kUnauth,
+              "chain rejected: unable to get local issuer certificate"));
 }
 
 TEST_CASE("a verifier needs a mesh CA certificate") {
