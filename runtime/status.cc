@@ -66,8 +66,13 @@ absl::Status PosixError(absl::string_view what, int errnum) {
 
 absl::Status Annotate(const absl::Status& status, absl::string_view context) {
   if (status.ok()) return status;
-  return absl::Status(status.code(),
-                      absl::StrCat(context, ": ", status.message()));
+  absl::Status annotated(status.code(),
+                         absl::StrCat(context, ": ", status.message()));
+  status.ForEachPayload(
+      [&annotated](absl::string_view type_url, const absl::Cord& payload) {
+        annotated.SetPayload(type_url, payload);
+      });
+  return annotated;
 }
 
 }  // namespace mycel

@@ -27,7 +27,7 @@ absl::Status PosixError(absl::string_view what, int errnum);
 absl::string_view ErrnoName(int errnum);
 
 // Returns `status` with "<context>: " prepended to its message, keeping the
-// code. OK stays OK.
+// code and any payloads. OK stays OK.
 absl::Status Annotate(const absl::Status& status, absl::string_view context);
 
 }  // namespace mycel

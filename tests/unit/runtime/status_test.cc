@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 #include <errno.h>
 
+#include <string>
+
 namespace mycel {
 namespace {
 
@@ -53,6 +55,17 @@ TEST_CASE("Annotate prepends context and keeps the code; OK stays OK") {
   CHECK(s.message() ==
         "load config: open f: No such file or directory (ENOENT)");
   CHECK(Annotate(absl::OkStatus(), "ctx").ok());
+}
+
+TEST_CASE("Annotate keeps the payloads a caller acts on") {
+  absl::Status s = absl::UnavailableError("no certificate of origin a");
+  s.SetPayload("type.example/origin", absl::Cord("a"));
+  absl::Status annotated = Annotate(Annotate(s, "change a:3"), "sent by b");
+  CHECK(annotated.message() ==
+        "sent by b: change a:3: no certificate of origin a");
+  auto payload = annotated.GetPayload("type.example/origin");
+  REQUIRE(payload.has_value());
+  CHECK(std::string(*payload) == "a");
 }
 
 TEST_CASE("ASSIGN_OR_RETURN and RETURN_IF_ERROR propagate the first error") {
