@@ -232,6 +232,7 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
   RETURN_IF_ERROR(CertLifetime(config).status());
   RETURN_IF_ERROR(TokenRetention(config).status());
   RETURN_IF_ERROR(TombstoneRetention(config).status());
+  RETURN_IF_ERROR(MembershipDeadRetention(config).status());
   if (!config.cgroup_subtree().empty()) {
     absl::string_view sub = config.cgroup_subtree();
     bool ok = sub.front() != '/' && sub.back() != '/';
@@ -373,6 +374,14 @@ absl::StatusOr<absl::Duration> TokenRetention(const DaemonConfig& config) {
   return DurationSetting(
       config.token_retention(), DaemonConfig::kTokenRetentionFieldNumber,
       "token_retention", absl::ZeroDuration(), absl::Hours(8760), "0s..8760h");
+}
+
+absl::StatusOr<absl::Duration> MembershipDeadRetention(
+    const DaemonConfig& config) {
+  return DurationSetting(config.membership_dead_retention(),
+                         DaemonConfig::kMembershipDeadRetentionFieldNumber,
+                         "membership_dead_retention", absl::Seconds(1),
+                         absl::Hours(8760), "1s..8760h");
 }
 
 absl::StatusOr<absl::Duration> TombstoneRetention(const DaemonConfig& config) {

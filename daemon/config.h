@@ -88,6 +88,10 @@ absl::StatusOr<absl::Duration> TokenRetention(
 absl::StatusOr<absl::Duration> TombstoneRetention(
     const mycel::v1::DaemonConfig& config);
 
+// membership_dead_retention as a duration, the same way, within 1s..8760h.
+absl::StatusOr<absl::Duration> MembershipDeadRetention(
+    const mycel::v1::DaemonConfig& config);
+
 // The --help text, built from DaemonSettings().
 std::string DaemonUsage();
 

@@ -404,6 +404,8 @@ void Daemon::StartMembership(int tcp_port) {
   membership::NodeMembership::Options o;
   o.name = config_.node_name();
   o.profile = config_.membership_profile();
+  // Checked when the config was read.
+  o.dead_retention = MembershipDeadRetention(config_).value_or(absl::Hours(24));
   o.advertise = config_.advertise();
   if (absl::EndsWith(o.advertise, ":0") && tcp_port > 0) {
     o.advertise =

@@ -26,6 +26,10 @@ absl::Status NodeMembership::Start(Options options) {
         "advertise: membership needs the address peers reach this node at");
   }
   ASSIGN_OR_RETURN(Config config, ProfileByName(options.profile));
+  if (options.dead_retention > absl::ZeroDuration()) {
+    config.dead_retention = options.dead_retention;
+    config.left_retention = options.dead_retention;
+  }
   const std::string mesh = options.trust->mesh();
   if (mesh.empty()) {
     return absl::FailedPreconditionError(

@@ -38,6 +38,8 @@ class NodeMembership {
     std::string name;
     // "lan" or "wan" (ProfileByName).
     std::string profile = "lan";
+    // Config::dead_retention and left_retention; zero: the profile's.
+    absl::Duration dead_retention = absl::ZeroDuration();
     // Where peers reach this node ("host:port").
     std::string advertise;
     std::vector<std::string> seeds;

@@ -37,6 +37,23 @@ TEST_CASE("a bad membership setting is refused, naming the field") {
   CHECK(absl::StartsWith(advertise.status().message(), "advertise:"));
 }
 
+TEST_CASE("membership_dead_retention: 24h by default, bounded, named") {
+  auto defaults = ParseDaemonFlags({});
+  REQUIRE(defaults.ok());
+  CHECK(*MembershipDeadRetention(defaults->config) == absl::Hours(24));
+  auto brief = ParseDaemonFlags({"--membership-dead-retention", "2s"});
+  REQUIRE(brief.ok());
+  CHECK(*MembershipDeadRetention(brief->config) == absl::Seconds(2));
+  for (const char* bad : {"0s", "500ms", "8761h", "soon"}) {
+    CAPTURE(bad);
+    auto f = ParseDaemonFlags({"--membership-dead-retention", bad});
+    CHECK(f.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK(absl::StartsWith(f.status().message(),
+                           "membership_dead_retention: want a duration in "
+                           "1s..8760h"));
+  }
+}
+
 TEST_CASE("seeds come from the config file, each HOST:PORT with a port") {
   testing::TempDir dir;
   const std::string good = dir.Sub("good.json");
