@@ -487,11 +487,32 @@ void Daemon::StartReplication() {
               {{"changes", *signed_now}});
   }
   if (origin_verifier_ == nullptr) {  // once: objects_ keeps a pointer
+    // Membership's certificate of an origin first; the one kept in the
+    // store once membership has forgotten the origin.
+    replication::OriginVerifier::Memory memory;
+    memory.recall = [this](absl::string_view name) {
+      absl::StatusOr<std::string> der = objects_->OriginCertificate(name);
+      if (!der.ok()) {
+        log::Warn("replication: cannot read a kept origin certificate",
+                  {{"origin", name}, {"error", der.status()}});
+        return std::string();
+      }
+      return *std::move(der);
+    };
+    memory.keep = [this](absl::string_view name, absl::string_view der) {
+      if (absl::Status s = objects_->RememberOriginCertificate(name, der);
+          !s.ok()) {
+        log::Warn("replication: cannot keep an origin certificate",
+                  {{"origin", name}, {"error", s}});
+      }
+    };
     origin_verifier_ = std::make_unique<replication::OriginVerifier>(
-        &trust_, &clock_, [this](absl::string_view name) {
+        &trust_, &clock_,
+        [this](absl::string_view name) {
           absl::StatusOr<std::string> der = membership_.CertificateOf(name);
           return der.ok() ? *std::move(der) : std::string();
-        });
+        },
+        std::move(memory));
     objects_->SetChangeVerifier(
         [v = origin_verifier_.get()](const store::ObjectChange& c,
                                      absl::string_view bytes) {
@@ -510,6 +531,7 @@ void Daemon::StartReplication() {
   o.name = config_.node_name();
   o.tombstone_max_age = *tombstone_retention;
   o.objects = objects_.get();
+  o.verifier = origin_verifier_.get();
   o.clock = &clock_;
   o.io = &io_;
   o.channels = [channels](absl::string_view name, absl::string_view address) {

@@ -209,6 +209,16 @@ WHEN new.namespace = 'kv' BEGIN
   INSERT INTO kv_changes(key) VALUES (new.key);
 END;
 )sql"},
+    {11, R"sql(
+-- The certificate this node checked each origin's changes with. Membership
+-- forgets a member a day after it left; this keeps the certificate, so that
+-- the node can still check that origin's changes, and hand the certificate
+-- to a peer that never knew the origin (docs/replication.md). Node-local.
+CREATE TABLE origin_certificates (
+  origin TEXT PRIMARY KEY,
+  der    BLOB NOT NULL
+) STRICT;
+)sql"},
 };
 
 }  // namespace

@@ -552,6 +552,32 @@ absl::StatusOr<VersionVector> ObjectStore::Versions() {
   return v;
 }
 
+absl::Status ObjectStore::RememberOriginCertificate(absl::string_view origin,
+                                                    absl::string_view der) {
+  if (origin.empty() || der.empty()) {
+    return absl::InvalidArgumentError(
+        "origin certificate: origin and der must not be empty");
+  }
+  return store_->Execute(
+      "INSERT INTO origin_certificates(origin, der) VALUES(?, ?) "
+      "ON CONFLICT(origin) DO UPDATE SET der=excluded.der "
+      "WHERE der IS NOT excluded.der",
+      [&](Stmt& st) { st.Bind(1, origin).BindBlob(2, der); });
+}
+
+absl::StatusOr<std::string> ObjectStore::OriginCertificate(
+    absl::string_view origin) {
+  std::string der;
+  RETURN_IF_ERROR(store_->Query(
+      "SELECT der FROM origin_certificates WHERE origin=?",
+      [&](Stmt& st) { st.Bind(1, origin); },
+      [&](const Stmt& st) {
+        der = st.ColumnBlob(0);
+        return absl::OkStatus();
+      }));
+  return der;
+}
+
 absl::StatusOr<VersionVector> ObjectStore::Floors() {
   VersionVector v;
   RETURN_IF_ERROR(store_->InTransaction([&](Transaction& tx) -> absl::Status {

@@ -285,6 +285,14 @@ class ObjectStore {
   // A change's size as counted against chunk budgets.
   static size_t SizeOf(const ObjectChange& c);
 
+  // The certificate (DER) this node checked `origin`'s changes with, kept
+  // (node-local) for when membership no longer knows the origin. Writes only
+  // when it differs from the one kept.
+  absl::Status RememberOriginCertificate(absl::string_view origin,
+                                         absl::string_view der);
+  // The one kept for `origin`; empty when none.
+  absl::StatusOr<std::string> OriginCertificate(absl::string_view origin);
+
  private:
   absl::Status Validate(absl::string_view ns, absl::string_view key,
                         const std::optional<std::string>& value) const;

@@ -29,6 +29,8 @@ constexpr TableInfo kTables[] = {
      "the kv keys that changed, at this node's revision, for State.Watch"},
     {"kv_floor", Replication::kNodeLocal,
      "the highest kv revision whose change was collected"},
+    {"origin_certificates", Replication::kNodeLocal,
+     "the certificate each origin's changes were checked with"},
 };
 
 }  // namespace

@@ -42,7 +42,7 @@ absl::Status NodeReplication::Start(Options o) {
     return absl::InvalidArgumentError(
         "replication: objects and members are required");
   }
-  log_ = std::make_unique<ObjectStoreLog>(o.objects);
+  log_ = std::make_unique<ObjectStoreLog>(o.objects, o.verifier);
   transport_ =
       std::make_unique<GrpcTransport>(std::move(o.channels), o.call_deadline);
   ReplicationDriverOptions d;

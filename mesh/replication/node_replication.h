@@ -37,6 +37,10 @@ class NodeReplication {
     std::string name;
     // Borrowed; they must outlive this object.
     store::ObjectStore* objects = nullptr;
+    // The verifier of `objects`' changes (ObjectStore::SetChangeVerifier),
+    // which hands certificates to peers and takes theirs; null when
+    // changes are not checked.
+    OriginVerifier* verifier = nullptr;
     Clock* clock = nullptr;
     boost::asio::io_context* io = nullptr;
     GrpcTransport::ChannelSource channels;

@@ -7,6 +7,7 @@
 #include "mesh/identity/caller.h"
 #include "mesh/pki/peer_verifier.h"
 #include "mesh/pki/signature.h"
+#include "mesh/replication/replica_log.h"
 #include "runtime/status.h"
 
 namespace mycel::replication {
@@ -18,13 +19,66 @@ std::string Describe(const store::ObjectChange& c) {
 
 }  // namespace
 
+absl::StatusOr<std::string> OriginVerifier::NodeOf(
+    const pki::Certificate& cert) {
+  // The chain and the revocation list, not the dates: see the header.
+  // (OpenSSL takes a certificate as expired at its notAfter second.)
+  const absl::Time first = cert.not_before() + absl::Seconds(1);
+  const absl::Time last = std::max(first, cert.not_after() - absl::Seconds(1));
+  const absl::Time at = std::clamp(clock_->Now(), first, last);
+  absl::StatusOr<identity::Caller> caller =
+      trust_->Identify(cert, at, pki::PeerSide::kClient);
+  {
+    absl::MutexLock lock(&mu_);
+    ++certificate_checks_;
+  }
+  if (!caller.ok())
+    return absl::PermissionDeniedError(caller.status().message());
+  if (caller->kind != identity::CallerKind::kNode) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("it is ", caller->Describe(), "'s, not a node's"));
+  }
+  return caller->name;
+}
+
+std::string OriginVerifier::Kept(absl::string_view origin) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = kept_.find(origin);
+    if (it != kept_.end()) return it->second;
+  }
+  // Not cached when Memory has none: the names of changes that fail are
+  // the sender's to choose.
+  if (!memory_.recall) return {};
+  std::string der = memory_.recall(origin);
+  if (der.empty()) return der;
+  absl::MutexLock lock(&mu_);
+  return kept_.try_emplace(std::string(origin), std::move(der)).first->second;
+}
+
+void OriginVerifier::Keep(absl::string_view origin, const std::string& der) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = kept_.try_emplace(std::string(origin), der);
+    if (!inserted) {
+      if (it->second == der) return;
+      it->second = der;
+    }
+  }
+  if (memory_.keep) memory_.keep(origin, der);
+}
+
 absl::StatusOr<std::shared_ptr<const pki::Certificate>>
 OriginVerifier::CertificateOf(absl::string_view origin) {
   std::string der = certificates_(origin);
+  if (der.empty()) der = Kept(origin);
   if (der.empty()) {
-    return absl::UnavailableError(
-        absl::StrCat("no certificate of origin ", origin,
-                     " is known here yet (membership has not seen it)"));
+    absl::Status unknown = absl::UnavailableError(absl::StrCat(
+        "no certificate of origin ", origin,
+        " is known here (membership does not know it, and no peer has "
+        "handed it over)"));
+    unknown.SetPayload(kUnknownOriginPayload, absl::Cord(origin));
+    return unknown;
   }
   const uint64_t generation = trust_->generation();
   {
@@ -40,31 +94,56 @@ OriginVerifier::CertificateOf(absl::string_view origin) {
     return absl::PermissionDeniedError(absl::StrCat(
         "origin ", origin, ": certificate: ", cert.status().message()));
   }
-  // The chain and the revocation list, not the dates: see the header.
-  // (OpenSSL takes a certificate as expired at its notAfter second.)
-  const absl::Time first = cert->not_before() + absl::Seconds(1);
-  const absl::Time last = std::max(first, cert->not_after() - absl::Seconds(1));
-  const absl::Time at = std::clamp(clock_->Now(), first, last);
-  absl::StatusOr<identity::Caller> caller =
-      trust_->Identify(*cert, at, pki::PeerSide::kClient);
-  {
-    absl::MutexLock lock(&mu_);
-    ++certificate_checks_;
-  }
-  if (!caller.ok()) {
+  absl::StatusOr<std::string> node = NodeOf(*cert);
+  if (!node.ok()) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "origin ", origin, ": certificate: ", caller.status().message()));
+        "origin ", origin, ": certificate: ", node.status().message()));
   }
-  if (caller->kind != identity::CallerKind::kNode || caller->name != origin) {
+  if (*node != origin) {
     return absl::PermissionDeniedError(
-        absl::StrCat("origin ", origin, ": the certificate known for it is ",
-                     caller->Describe(), "'s"));
+        absl::StrCat("origin ", origin,
+                     ": the certificate known for it is node ", *node, "'s"));
   }
+  // Kept, so that it outlives membership's copy.
+  Keep(origin, der);
   auto shared = std::make_shared<const pki::Certificate>(*std::move(cert));
   absl::MutexLock lock(&mu_);
   checked_.insert_or_assign(std::string(origin),
                             Checked{std::move(der), shared, generation});
   return shared;
+}
+
+bool OriginVerifier::Knows(absl::string_view origin) {
+  return !CertificateFor(origin).empty();
+}
+
+std::string OriginVerifier::CertificateFor(absl::string_view origin) {
+  std::string der = certificates_(origin);
+  if (der.empty()) der = Kept(origin);
+  return der;
+}
+
+absl::StatusOr<std::string> OriginVerifier::Offer(absl::string_view der) {
+  constexpr size_t kMaxCertificateBytes = 16 << 10;
+  if (der.empty() || der.size() > kMaxCertificateBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("certificate: ", der.size(),
+                     " bytes (must be 1 to 16384 bytes of DER)"));
+  }
+  absl::StatusOr<pki::Certificate> cert = pki::Certificate::FromDer(der);
+  if (!cert.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("certificate: ", cert.status().message()));
+  }
+  absl::StatusOr<std::string> checked = NodeOf(*cert);
+  if (!checked.ok()) return Annotate(checked.status(), "certificate offered");
+  const std::string& node = *checked;
+  if (Knows(node)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "certificate offered: one of node ", node, " is known here already"));
+  }
+  Keep(node, std::string(der));
+  return node;
 }
 
 absl::Status OriginVerifier::Verify(const store::ObjectChange& change,
@@ -76,9 +155,7 @@ absl::Status OriginVerifier::Verify(const store::ObjectChange& change,
   absl::StatusOr<std::shared_ptr<const pki::Certificate>> cert =
       CertificateOf(change.stamp.origin);
   if (!cert.ok()) {
-    return absl::Status(
-        cert.status().code(),
-        absl::StrCat(Describe(change), ": ", cert.status().message()));
+    return Annotate(cert.status(), Describe(change));
   }
   if (!pki::VerifySha256(**cert, bytes, change.stamp.signature).ok()) {
     return absl::PermissionDeniedError(

@@ -13,6 +13,12 @@
 // signed (its chain to the mesh CA and the revocation list are checked; its
 // dates are not): an origin's changes outlive its certificate. A revoked
 // origin's changes are refused.
+//
+// Membership forgets a member a day after it left. So that its changes can
+// still be checked, and handed to nodes that join later, the verifier keeps
+// the certificate it checked each origin with (Memory: the store's
+// origin_certificates), and takes one a peer hands over (Offer) for an
+// origin it has none for, once the mesh CA vouches for it.
 #ifndef MYCEL_MESH_REPLICATION_ORIGIN_VERIFIER_H_
 #define MYCEL_MESH_REPLICATION_ORIGIN_VERIFIER_H_
 
@@ -41,10 +47,22 @@ class OriginVerifier {
   // it knows none.
   using CertificateSource = std::function<std::string(absl::string_view name)>;
 
+  // Where checked certificates are kept beyond membership. Either may be
+  // empty (then they live as long as this object).
+  struct Memory {
+    // The certificate kept for a name; empty when none.
+    CertificateSource recall;
+    // Keeps `der` as `name`'s (called outside any store transaction).
+    std::function<void(absl::string_view name, absl::string_view der)> keep;
+  };
+
   // `trust` and `clock` must outlive it.
   OriginVerifier(const identity::Trust* trust, const Clock* clock,
-                 CertificateSource certificates)
-      : trust_(trust), clock_(clock), certificates_(std::move(certificates)) {}
+                 CertificateSource certificates, Memory memory = {})
+      : trust_(trust),
+        clock_(clock),
+        certificates_(std::move(certificates)),
+        memory_(std::move(memory)) {}
   OriginVerifier(const OriginVerifier&) = delete;
   OriginVerifier& operator=(const OriginVerifier&) = delete;
 
@@ -61,6 +79,22 @@ class OriginVerifier {
   // Certificates parsed and checked against Trust (cache misses).
   uint64_t certificate_checks() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Whether a certificate of `origin` is known here (membership, kept, or
+  // offered); it may still be refused when checked.
+  bool Knows(absl::string_view origin) ABSL_LOCKS_EXCLUDED(mu_);
+  // The certificate (DER) of `origin` known here, for a peer that lacks it;
+  // empty when none.
+  std::string CertificateFor(absl::string_view origin) ABSL_LOCKS_EXCLUDED(mu_);
+  // A certificate a peer handed over. Checked as Verify checks an origin's
+  // (the mesh CA issued it to a node and has not revoked it; its dates are
+  // not checked), then kept as the certificate of the node it names, which
+  // it returns. Taken only when no certificate of that node is known here:
+  // a peer cannot replace one (ALREADY_EXISTS). INVALID_ARGUMENT: not a
+  // certificate, or larger than 16 KiB; PERMISSION_DENIED: Trust refuses
+  // it, or it is not a node's.
+  absl::StatusOr<std::string> Offer(absl::string_view der)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Checked {
     std::string der;
@@ -71,12 +105,24 @@ class OriginVerifier {
   // certificate and Trust's generation stay the same).
   absl::StatusOr<std::shared_ptr<const pki::Certificate>> CertificateOf(
       absl::string_view origin) ABSL_LOCKS_EXCLUDED(mu_);
+  // `cert` checked against Trust as a node's certificate: the node's name.
+  absl::StatusOr<std::string> NodeOf(const pki::Certificate& cert)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The certificate of `origin` beyond membership: kept_ (offered, or
+  // recalled before), else Memory's recall. Empty when none.
+  std::string Kept(absl::string_view origin) ABSL_LOCKS_EXCLUDED(mu_);
+  void Keep(absl::string_view origin, const std::string& der)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const identity::Trust* const trust_;
   const Clock* const clock_;
   const CertificateSource certificates_;
+  const Memory memory_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Checked> checked_ ABSL_GUARDED_BY(mu_);
+  // The certificate of each origin known beyond membership, as kept in
+  // Memory (written through); "" records that Memory has none.
+  absl::flat_hash_map<std::string, std::string> kept_ ABSL_GUARDED_BY(mu_);
   uint64_t certificate_checks_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "daemon/store/objects.h"
+#include "mesh/replication/origin_verifier.h"
 
 namespace mycel::replication {
 
@@ -37,12 +38,38 @@ class ReplicaLog {
       absl::string_view sender) = 0;
   virtual absl::StatusOr<store::GcResult> CollectGarbage(
       const store::VersionVector& seen_by_all, store::HlcTime cutoff) = 0;
+
+  // Origin certificates (signed changes; OriginVerifier). A log that checks
+  // no signatures knows every origin and has no certificates.
+  //
+  // Whether this node can check `origin`'s changes: it has a certificate
+  // for it.
+  virtual bool KnowsOrigin(absl::string_view origin) { return true; }
+  // The certificate (DER) this node holds for `origin`, to hand to a peer
+  // that lacks it; empty when none.
+  virtual std::string CertificateFor(absl::string_view origin) { return {}; }
+  // A certificate a peer handed over: the origin it is for, once checked
+  // and kept. ALREADY_EXISTS when this node has one for that origin (it
+  // keeps its own); PERMISSION_DENIED when the mesh CA did not issue it to
+  // a node, or revoked it; INVALID_ARGUMENT when it is not a certificate.
+  virtual absl::StatusOr<std::string> OfferCertificate(absl::string_view der) {
+    return absl::UnimplementedError("this log checks no certificates");
+  }
 };
 
-// Over an ObjectStore, which must outlive it.
+// The payload an UNAVAILABLE from Apply, ApplySnapshot or FinishResync
+// carries when the origin named (as the payload's bytes) has no certificate
+// here: the Replicator asks the sender for it.
+inline constexpr absl::string_view kUnknownOriginPayload =
+    "type.mycel.dev/mycel.replication.UnknownOrigin";
+
+// Over an ObjectStore, which must outlive it, and the OriginVerifier that
+// checks its changes' signatures (null: none checked), which must too.
 class ObjectStoreLog final : public ReplicaLog {
  public:
-  explicit ObjectStoreLog(store::ObjectStore* objects) : objects_(objects) {}
+  explicit ObjectStoreLog(store::ObjectStore* objects,
+                          OriginVerifier* verifier = nullptr)
+      : objects_(objects), verifier_(verifier) {}
 
   absl::StatusOr<store::VersionVector> Versions() override {
     return objects_->Versions();
@@ -77,9 +104,21 @@ class ObjectStoreLog final : public ReplicaLog {
       const store::VersionVector& seen_by_all, store::HlcTime cutoff) override {
     return objects_->CollectGarbage(seen_by_all, cutoff);
   }
+  bool KnowsOrigin(absl::string_view origin) override {
+    return verifier_ == nullptr || verifier_->Knows(origin);
+  }
+  std::string CertificateFor(absl::string_view origin) override {
+    return verifier_ == nullptr ? std::string()
+                                : verifier_->CertificateFor(origin);
+  }
+  absl::StatusOr<std::string> OfferCertificate(absl::string_view der) override {
+    if (verifier_ == nullptr) return ReplicaLog::OfferCertificate(der);
+    return verifier_->Offer(der);
+  }
 
  private:
   store::ObjectStore* const objects_;
+  OriginVerifier* const verifier_;
 };
 
 }  // namespace mycel::replication

@@ -20,6 +20,9 @@ void Keep(absl::Status* first, absl::Status s) {
   if (first->ok() && !s.ok()) *first = std::move(s);
 }
 
+// Origins in one certificate request, and certificates in one answer.
+constexpr int kMaxCertificatesPerMessage = 64;
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Create(
@@ -182,16 +185,26 @@ int Replicator::PushHops() const {
 absl::Status Replicator::HandleMessage(absl::string_view peer,
                                        const v1::ReplicationMessage& message,
                                        absl::Time now) {
+  unknown_origin_ = false;
+  absl::Status s;
   switch (message.body_case()) {
     case v1::ReplicationMessage::kPush:
-      return HandlePush(peer, message.push(), now);
+      s = HandlePush(peer, message.push(), now);
+      if (unknown_origin_) AskCertificates(peer, message, now);
+      return s;
     case v1::ReplicationMessage::kDigest:
       return HandleDigest(peer, message.digest(), now);
     case v1::ReplicationMessage::kChunk:
-      return HandleChunk(peer, message.chunk(), now);
+      s = HandleChunk(peer, message.chunk(), now);
+      if (unknown_origin_) AskCertificates(peer, message, now);
+      return s;
     case v1::ReplicationMessage::kAck:
       HandleAck(peer, message.ack(), now);
       return absl::OkStatus();
+    case v1::ReplicationMessage::kCertificateRequest:
+      return HandleCertificateRequest(peer, message.certificate_request());
+    case v1::ReplicationMessage::kCertificates:
+      return HandleCertificates(peer, message.certificates(), now);
     case v1::ReplicationMessage::BODY_NOT_SET:
       break;
   }
@@ -259,6 +272,7 @@ absl::Status Replicator::ApplyOne(absl::string_view peer,
   absl::StatusOr<store::ApplyResult> r = log_->Apply(change, peer);
   if (!r.ok()) {
     ++stats_.changes_refused;
+    if (UnknownOrigin(r.status())) unknown_origin_ = true;
     return r.status();
   }
   int64_t& held = held_[change.stamp.origin];
@@ -588,7 +602,11 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
   }
   absl::Status applied = log_->ApplySnapshot(snap, peer);
   if (!applied.ok()) {
-    ++stats_.store_errors;
+    if (UnknownOrigin(applied)) {
+      unknown_origin_ = true;  // not the store's fault
+    } else {
+      ++stats_.store_errors;
+    }
     return applied;
   }
   InSnapshot& in = snapshots_[{std::string(peer), chunk.stream()}];
@@ -608,7 +626,10 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
   const store::VersionVector base = in.base;
   std::vector<store::ObjectChange> resync_proofs = std::move(in.proofs);
   snapshots_.erase({std::string(peer), chunk.stream()});
-  RETURN_IF_ERROR(log_->FinishResync(base, resync_proofs, peer));
+  if (absl::Status s = log_->FinishResync(base, resync_proofs, peer); !s.ok()) {
+    if (UnknownOrigin(s)) unknown_origin_ = true;
+    return s;
+  }
   RETURN_IF_ERROR(ReloadVersions());
   ++stats_.resyncs_completed;
   std::vector<store::ObjectChange> fresh;
@@ -643,6 +664,118 @@ void Replicator::Tick(absl::Time now) {
       ++it;
     }
   }
+  // An ask not answered by now will not be; the next message that meets
+  // the origin asks again.
+  for (auto it = asked_.begin(); it != asked_.end();) {
+    if (now - it->second >= 2 * options_.stream_timeout) {
+      it = asked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool Replicator::UnknownOrigin(const absl::Status& s) {
+  return absl::IsUnavailable(s) &&
+         s.GetPayload(kUnknownOriginPayload).has_value();
+}
+
+void Replicator::AskCertificates(absl::string_view peer,
+                                 const v1::ReplicationMessage& message,
+                                 absl::Time now) {
+  // The message's origins (a bounded number of them: a sender picks them).
+  constexpr size_t kMaxOriginsLooked = 256;
+  std::set<std::string> origins;
+  auto add = [&](const v1::ReplicationChange& c) {
+    if (origins.size() < kMaxOriginsLooked) origins.insert(c.origin());
+  };
+  if (message.has_push()) {
+    for (const auto& c : message.push().changes()) add(c);
+  } else if (message.has_chunk()) {
+    for (const auto& c : message.chunk().changes()) add(c);
+    for (const auto& c : message.chunk().rows()) add(c);
+    for (const auto& c : message.chunk().proofs()) add(c);
+  }
+  v1::ReplicationMessage ask;
+  v1::ReplicationCertificateRequest* request =
+      ask.mutable_certificate_request();
+  for (const std::string& origin : origins) {
+    if (request->origins_size() >= kMaxCertificatesPerMessage) break;
+    if (origin.empty() || origin == options_.name) continue;
+    auto key = std::make_pair(std::string(peer), origin);
+    auto it = asked_.find(key);
+    if (it != asked_.end() && now - it->second < options_.min_digest_gap) {
+      continue;
+    }
+    if (log_->KnowsOrigin(origin)) continue;
+    asked_[std::move(key)] = now;
+    request->add_origins(origin);
+  }
+  if (request->origins_size() == 0) return;
+  stats_.certificates_asked += request->origins_size();
+  Send(std::string(peer), std::move(ask));
+}
+
+absl::Status Replicator::HandleCertificateRequest(
+    absl::string_view peer, const v1::ReplicationCertificateRequest& request) {
+  if (request.origins_size() > kMaxCertificatesPerMessage) {
+    ++stats_.malformed;
+    return absl::InvalidArgumentError(
+        absl::StrCat("origins: ", request.origins_size(),
+                     " in one certificate request from ", peer, " (at most ",
+                     kMaxCertificatesPerMessage, ")"));
+  }
+  std::set<std::string> seen;
+  v1::ReplicationMessage answer;
+  for (const std::string& origin : request.origins()) {
+    if (!seen.insert(origin).second) continue;
+    std::string der = log_->CertificateFor(origin);
+    if (!der.empty()) answer.mutable_certificates()->add_certificates(der);
+  }
+  const int n = answer.certificates().certificates_size();
+  if (n == 0) return absl::OkStatus();
+  stats_.certificates_sent += n;
+  Send(std::string(peer), std::move(answer));
+  return absl::OkStatus();
+}
+
+absl::Status Replicator::HandleCertificates(
+    absl::string_view peer, const v1::ReplicationCertificates& answer,
+    absl::Time now) {
+  const int n = answer.certificates_size();
+  if (n > kMaxCertificatesPerMessage) {
+    ++stats_.malformed;
+    return absl::InvalidArgumentError(
+        absl::StrCat("certificates: ", n, " in one answer from ", peer,
+                     " (at most ", kMaxCertificatesPerMessage, ")"));
+  }
+  // Checked only as many as were asked of this peer and are unanswered:
+  // each costs a parse and a path validation.
+  int outstanding = 0;
+  for (auto it = asked_.lower_bound({std::string(peer), std::string()});
+       it != asked_.end() && it->first.first == peer; ++it) {
+    ++outstanding;
+  }
+  const int checked = std::min(n, outstanding);
+  stats_.certificates_unsolicited += n - checked;
+  absl::Status first;
+  int taken = 0;
+  for (int i = 0; i < checked; ++i) {
+    absl::StatusOr<std::string> origin =
+        log_->OfferCertificate(answer.certificates(i));
+    if (origin.ok()) {
+      ++taken;
+      ++stats_.certificates_taken;
+      asked_.erase({std::string(peer), *origin});
+    } else if (!absl::IsAlreadyExists(origin.status())) {
+      ++stats_.certificates_refused;
+      Keep(&first, Annotate(origin.status(),
+                            absl::StrCat("a certificate from ", peer)));
+    }
+  }
+  // The changes refused for want of these come again.
+  if (taken > 0) SendDigest(std::string(peer), /*reply=*/true, now);
+  return first;
 }
 
 absl::Time Replicator::NextDeadline() const {

@@ -39,6 +39,12 @@
 // asked for a digest exchange. Changes the store refuses (another node's
 // object, a time too far ahead) are counted and dropped.
 //
+// A change whose origin this node has no certificate for (the log says
+// UNAVAILABLE, with kUnknownOriginPayload) is refused for now, and the
+// sender, which checked it, is asked for the certificates of the unknown
+// origins in its message. Once the log takes one, a digest exchange with
+// that sender brings the changes again.
+//
 // Thread-safety: none; the driver serialises calls (one strand). `log` is
 // borrowed and must outlive the Replicator.
 #ifndef MYCEL_MESH_REPLICATION_REPLICATOR_H_
@@ -145,6 +151,14 @@ struct ReplicatorStats {
   // Own changes waiting for OnDurable that were dropped from the wait
   // (more than max_pending): anti-entropy sends them instead.
   uint64_t undurable_dropped = 0;
+  // Origins whose certificate was asked of the sender of their changes;
+  // certificates sent to peers that asked; certificates taken from an
+  // answer, refused by the log, or sent without being asked (ignored).
+  uint64_t certificates_asked = 0;
+  uint64_t certificates_sent = 0;
+  uint64_t certificates_taken = 0;
+  uint64_t certificates_refused = 0;
+  uint64_t certificates_unsolicited = 0;
 };
 
 class Replicator {
@@ -250,6 +264,18 @@ class Replicator {
                            const v1::ReplicationChunk& chunk, absl::Time now);
   void HandleAck(absl::string_view peer, const v1::ReplicationAck& ack,
                  absl::Time now);
+  absl::Status HandleCertificateRequest(
+      absl::string_view peer, const v1::ReplicationCertificateRequest& request);
+  absl::Status HandleCertificates(absl::string_view peer,
+                                  const v1::ReplicationCertificates& answer,
+                                  absl::Time now);
+  // After `message` from `peer` met an origin with no certificate here:
+  // asks `peer` for the certificates of the message's unknown origins that
+  // were not asked of it within min_digest_gap.
+  void AskCertificates(absl::string_view peer,
+                       const v1::ReplicationMessage& message, absl::Time now);
+  // Whether `s` is the log's UNAVAILABLE for an origin with no certificate.
+  static bool UnknownOrigin(const absl::Status& s);
 
   // Applies one received change (or buffers it behind a gap); appends to
   // `fresh` every change it newly applied, including buffered ones it
@@ -314,6 +340,10 @@ class Replicator {
       pending_;
   std::map<uint64_t, OutStream> streams_;
   std::map<std::pair<std::string, uint64_t>, InSnapshot> snapshots_;
+  // (peer, origin) -> when the origin's certificate was asked of the peer.
+  std::map<std::pair<std::string, std::string>, absl::Time> asked_;
+  // Set when a message's change met an unknown origin (HandleMessage).
+  bool unknown_origin_ = false;
   absl::Time next_anti_entropy_;
   absl::Time next_gc_;
   std::vector<Outbound> outbox_;

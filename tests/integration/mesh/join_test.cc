@@ -370,6 +370,50 @@ TEST_CASE("a member cannot forge another member's change through a relay") {
                  "forged") == false);
 }
 
+// Membership forgets a member some time after it left (a day by default);
+// its writes stay in every replica, and a node that joins after that still
+// gets them, with the certificate to check them from the node that sends
+// them, which kept it in its store.
+TEST_CASE(
+    "a node that joins after a member left and was forgotten gets its "
+    "writes") {
+  Node a({"--node-name", "a", "--membership-dead-retention", "1s"});
+  Node b({"--node-name", "b"});
+  Node c({"--node-name", "c"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  REQUIRE(Join(b, a, Token(a)).exit_code == 0);
+  CommandResult put = b.Local({"state", "put", "from/b", "\"written by b\""});
+  REQUIRE_MESSAGE(put.exit_code == 0, put.err);
+  auto get = [](Node& n) {
+    return std::string(
+        absl::StripAsciiWhitespace(n.Local({"state", "get", "from/b"}).out));
+  };
+  REQUIRE(Eventually([&] { return get(a) == "\"written by b\""; },
+                     absl::Seconds(30)));
+  CommandResult leave = b.Local({"mesh", "leave"});
+  REQUIRE_MESSAGE(leave.exit_code == 0, leave.err);
+  REQUIRE(b.daemon.Signal(SIGTERM) == 0);
+  auto a_knows_b = [&] {
+    CommandResult q =
+        a.Local({"query", "SELECT count(*) AS n FROM members WHERE name='b'",
+                 "-o", "json"});
+    REQUIRE_MESSAGE(q.exit_code == 0, q.err);
+    return !Contains(q.out, "\"n\": 0");
+  };
+  REQUIRE(Eventually([&] { return !a_knows_b(); }, absl::Seconds(30)));
+  // a restarts: what it knows of b's certificate is what its store kept.
+  REQUIRE(a.daemon.Signal(SIGTERM) == 0);
+  REQUIRE(a.daemon.Start());
+  CHECK_FALSE(a_knows_b());
+  REQUIRE(c.daemon.Start());
+  REQUIRE(Join(c, a, Token(a)).exit_code == 0);
+  CHECK(Eventually([&] { return get(c) == "\"written by b\""; },
+                   absl::Seconds(30)));
+  CHECK(Contains(
+      c.Local({"query", "SELECT origin FROM kv WHERE key='from/b'"}).out, "b"));
+}
+
 TEST_CASE("node certificates renew themselves at two thirds of their life") {
   // 15 s certificates: renewed after about 10 s, by the authority for
   // itself and for b over mTLS; connections made after the first ones

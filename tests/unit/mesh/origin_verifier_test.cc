@@ -4,7 +4,9 @@
 // name, a value changed after signing, a certificate of another name or
 // another CA, a revoked origin. An unknown origin is UNAVAILABLE (refused
 // for now, taken when it comes again), and an expired certificate still
-// vouches for what its key signed.
+// vouches for what its key signed. A certificate checked once is kept
+// beyond membership, and one a peer hands over is taken only when the mesh
+// CA issued it to a node and none is known for that node.
 #include "mesh/replication/origin_verifier.h"
 
 #include <doctest/doctest.h>
@@ -17,6 +19,7 @@
 #include "mesh/identity/trust.h"
 #include "mesh/pki/certificate_authority.h"
 #include "mesh/pki/private_key.h"
+#include "mesh/replication/replica_log.h"
 #include "runtime/manual_clock.h"
 #include "tests/unit/mesh/pki_test_util.h"
 
@@ -76,13 +79,28 @@ struct Fixture {
   // What membership holds: a name's certificate.
   std::map<std::string, Identity> ids;
   std::map<std::string, std::string> known_as;  // overrides, name -> DER
-  OriginVerifier verifier{&trust, &clock, [this](absl::string_view name) {
-                            auto o = known_as.find(std::string(name));
-                            if (o != known_as.end()) return o->second;
-                            auto it = ids.find(std::string(name));
-                            return it == ids.end() ? std::string()
-                                                   : it->second.cert_der;
-                          }};
+  // What the store keeps (origin_certificates), and how often it was told.
+  std::map<std::string, std::string> kept;
+  int keeps = 0;
+  std::string Membership(absl::string_view name) {
+    auto o = known_as.find(std::string(name));
+    if (o != known_as.end()) return o->second;
+    auto it = ids.find(std::string(name));
+    return it == ids.end() ? std::string() : it->second.cert_der;
+  }
+  OriginVerifier::Memory Store() {
+    return {[this](absl::string_view name) {
+              auto it = kept.find(std::string(name));
+              return it == kept.end() ? std::string() : it->second;
+            },
+            [this](absl::string_view name, absl::string_view der) {
+              ++keeps;
+              kept[std::string(name)] = std::string(der);
+            }};
+  }
+  OriginVerifier verifier{
+      &trust, &clock,
+      [this](absl::string_view name) { return Membership(name); }, Store()};
 };
 
 bool Refused(const absl::Status& s, absl::StatusCode code,
@@ -180,8 +198,15 @@ TEST_CASE("an origin not known here yet is UNAVAILABLE, not forged") {
   Sign(f.ids["c"], &c);
   const std::string der = f.ids["c"].cert_der;
   f.ids.erase("c");
-  CHECK(Refused(f.Verify(c), absl::StatusCode::kUnavailable,
+  absl::Status unknown = f.Verify(c);
+  CHECK(Refused(unknown, absl::StatusCode::kUnavailable,
                 "no certificate of origin c"));
+  // The replicator reads the origin from it, to ask the sender.
+  auto payload = unknown.GetPayload(kUnknownOriginPayload);
+  REQUIRE(payload.has_value());
+  CHECK(std::string(*payload) == "c");
+  CHECK_FALSE(f.verifier.Knows("c"));
+  CHECK(f.verifier.CertificateFor("c").empty());
   f.known_as["c"] = der;  // membership learns of it
   CHECK(f.Verify(c).ok());
 }
@@ -209,6 +234,98 @@ TEST_CASE("an expired certificate still vouches for what its key signed") {
   store::ObjectChange forged = Change("a", "1");
   Sign(f.ids["old"], &forged);
   CHECK(!f.Verify(forged).ok());
+}
+
+TEST_CASE("a certificate checked once is kept beyond membership") {
+  Fixture f;
+  store::ObjectChange c = Change("a", "1");
+  Sign(f.ids["a"], &c);
+  REQUIRE(f.Verify(c).ok());
+  CHECK(f.kept["a"] == f.ids["a"].cert_der);
+  CHECK(f.keeps == 1);
+  const std::string der = f.ids["a"].cert_der;
+  // Membership forgets "a" (a day after it left): still checked, and the
+  // certificate can still be handed on.
+  f.ids.erase("a");
+  CHECK(f.Verify(c).ok());
+  CHECK(f.verifier.Knows("a"));
+  CHECK(f.verifier.CertificateFor("a") == der);
+  // After a restart, from the store.
+  OriginVerifier again(
+      &f.trust, &f.clock,
+      [&f](absl::string_view name) { return f.Membership(name); }, f.Store());
+  CHECK(again.Verify(c, store::ObjectStore::SigningBytes(c)).ok());
+  CHECK(f.keeps == 1);  // the same certificate is not written again
+  // What is kept is checked like membership's: a forgery still fails.
+  store::ObjectChange altered = c;
+  altered.value = "2";
+  CHECK(
+      Refused(again.Verify(altered, store::ObjectStore::SigningBytes(altered)),
+              absl::StatusCode::kPermissionDenied, "signature"));
+}
+
+TEST_CASE("a certificate a peer hands over: taken only as vouched for") {
+  Fixture f;
+  Identity gone = Issue(f.ca, "gone");
+  store::ObjectChange c = Change("gone", "1");
+  Sign(gone, &c);
+  REQUIRE(f.Verify(c).code() == absl::StatusCode::kUnavailable);
+
+  SUBCASE("a node certificate of the mesh CA is taken, kept, and used") {
+    absl::StatusOr<std::string> taken = f.verifier.Offer(gone.cert_der);
+    REQUIRE_MESSAGE(taken.ok(), taken.status().ToString());
+    CHECK(*taken == "gone");
+    CHECK(f.kept["gone"] == gone.cert_der);
+    CHECK(f.Verify(c).ok());
+    // A second one for the same node (another key) does not replace it.
+    Identity other_key = Issue(f.ca, "gone");
+    CHECK(Refused(f.verifier.Offer(other_key.cert_der).status(),
+                  absl::StatusCode::kAlreadyExists, "node gone"));
+    CHECK(f.kept["gone"] == gone.cert_der);
+    CHECK(f.Verify(c).ok());
+  }
+  SUBCASE("nor can one replace membership's") {
+    Identity other_key = Issue(f.ca, "a");
+    CHECK(Refused(f.verifier.Offer(other_key.cert_der).status(),
+                  absl::StatusCode::kAlreadyExists, "node a"));
+    CHECK(f.kept.count("a") == 0);
+  }
+  SUBCASE("another CA's, for the same name, is refused") {
+    pki::CertificateAuthority other = pki::testing::MakeCa("prod");
+    Identity rogue = Issue(other, "gone");
+    CHECK(Refused(f.verifier.Offer(rogue.cert_der).status(),
+                  absl::StatusCode::kPermissionDenied, "certificate offered"));
+    CHECK(f.kept.empty());
+    CHECK(f.Verify(c).code() == absl::StatusCode::kUnavailable);
+  }
+  SUBCASE("a user's certificate is not a node's") {
+    auto key = Must(pki::PrivateKey::Generate());
+    pki::Certificate user = Must(
+        f.ca.IssueForKey(Must(key.GetPublicKey()),
+                         pki::Grant{pki::testing::UserId("gone"),
+                                    pki::Role::kAdmin, absl::ZeroDuration()},
+                         T0()));
+    CHECK(Refused(f.verifier.Offer(user.der()).status(),
+                  absl::StatusCode::kPermissionDenied, "not a node's"));
+    CHECK(f.kept.empty());
+  }
+  SUBCASE("a revoked node's is refused") {
+    pki::RevocationList revoked;
+    REQUIRE(
+        revoked.RevokeIdentity(pki::IdentityKind::kNode, "gone", T0()).ok());
+    f.trust.SetRevocations(std::move(revoked));
+    CHECK(Refused(f.verifier.Offer(gone.cert_der).status(),
+                  absl::StatusCode::kPermissionDenied, "revoked"));
+  }
+  SUBCASE("bytes that are not a certificate, or too many of them") {
+    CHECK(Refused(f.verifier.Offer("not a certificate").status(),
+                  absl::StatusCode::kInvalidArgument, "certificate"));
+    CHECK(Refused(f.verifier.Offer("").status(),
+                  absl::StatusCode::kInvalidArgument, "0 bytes"));
+    CHECK(Refused(f.verifier.Offer(std::string(20000, 'x')).status(),
+                  absl::StatusCode::kInvalidArgument, "20000 bytes"));
+    CHECK(f.kept.empty());
+  }
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // real state database per node: a write on one node reaches the others by
 // push; a node cut off keeps accepting writes, and after the cut heals
 // every replica converges with nothing lost; a node restarted from its
-// database catches up by anti-entropy. Time is virtual.
+// database catches up by anti-entropy; with signed changes, a node that
+// joins after an origin left gets the origin's certificate from the peer
+// that sends it the changes. Time is virtual.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -21,11 +23,16 @@
 #include "absl/strings/str_split.h"
 #include "daemon/store/objects.h"
 #include "daemon/store/store.h"
+#include "mesh/identity/trust.h"
+#include "mesh/pki/certificate_authority.h"
+#include "mesh/pki/private_key.h"
 #include "mesh/replication/driver.h"
+#include "mesh/replication/origin_verifier.h"
 #include "runtime/fs.h"
 #include "runtime/log.h"
 #include "runtime/manual_clock.h"
 #include "tests/testing/process.h"
+#include "tests/unit/mesh/pki_test_util.h"
 
 namespace mycel::replication {
 namespace {
@@ -49,14 +56,44 @@ struct Node {
   std::string name;
   std::unique_ptr<store::Store> db;
   std::unique_ptr<store::ObjectStore> objects;
+  std::unique_ptr<OriginVerifier> verifier;  // with signed changes
   std::unique_ptr<ObjectStoreLog> log;
   std::unique_ptr<LoopTransport> transport;
   std::unique_ptr<ReplicationDriver> driver;
 };
 
+// Signed changes: a mesh CA, each node's key and certificate, and what
+// each node's membership no longer knows.
+struct Pki {
+  Pki() {
+    REQUIRE(trust.SetCa(pki::testing::Must(ca.certificate().ToPem())).ok());
+  }
+  struct Identity {
+    std::string der;
+    std::shared_ptr<const pki::PrivateKey> key;
+  };
+  const Identity& Of(const std::string& name) {
+    auto it = ids.find(name);
+    if (it != ids.end()) return it->second;
+    auto key = std::make_shared<const pki::PrivateKey>(
+        pki::testing::Must(pki::PrivateKey::Generate()));
+    pki::Certificate cert = pki::testing::Must(
+        ca.IssueForKey(pki::testing::Must(key->GetPublicKey()),
+                       pki::Grant{pki::testing::NodeId(name), pki::Role::kNode,
+                                  absl::ZeroDuration()},
+                       pki::testing::T0()));
+    return ids[name] = Identity{cert.der(), std::move(key)};
+  }
+  pki::CertificateAuthority ca = pki::testing::MakeCa("prod");
+  identity::Trust trust;
+  std::map<std::string, Identity> ids;
+  std::map<std::string, std::set<std::string>> forgotten;  // node -> names
+};
+
 class Cluster {
  public:
-  explicit Cluster(int n) : nodes_(n) {
+  explicit Cluster(int n, bool signed_changes = false) : nodes_(n) {
+    if (signed_changes) pki_ = std::make_unique<Pki>();
     for (int i = 0; i < n; ++i) {
       nodes_[i].name = absl::StrCat("node-", i);
       Start(i);
@@ -81,7 +118,8 @@ class Cluster {
     REQUIRE_MESSAGE(db.ok(), db.status().ToString());
     n.db = *std::move(db);
     n.objects = std::make_unique<store::ObjectStore>(n.db.get());
-    n.log = std::make_unique<ObjectStoreLog>(n.objects.get());
+    if (pki_ != nullptr) Sign(n);
+    n.log = std::make_unique<ObjectStoreLog>(n.objects.get(), n.verifier.get());
     n.transport = std::make_unique<LoopTransport>(this, n.name);
     ReplicationDriverOptions o;
     o.replicator.name = n.name;
@@ -101,6 +139,7 @@ class Cluster {
     n.transport.reset();
     n.log.reset();
     n.objects.reset();
+    n.verifier.reset();
     n.db.reset();
   }
 
@@ -170,8 +209,38 @@ class Cluster {
   }
 
   uint64_t sent = 0;
+  Pki& pki() { return *pki_; }
 
  private:
+  // As the daemon does: signs with the node's key, checks with the origin's
+  // certificate from membership, else the one the store kept.
+  void Sign(Node& n) {
+    store::ObjectStore* objects = n.objects.get();
+    n.db->SetChangeSigner(NodeKeySigner(pki_->Of(n.name).key));
+    OriginVerifier::Memory memory;
+    memory.recall = [objects](absl::string_view origin) {
+      return objects->OriginCertificate(origin).value_or("");
+    };
+    memory.keep = [objects](absl::string_view origin, absl::string_view der) {
+      REQUIRE(objects->RememberOriginCertificate(origin, der).ok());
+    };
+    n.verifier = std::make_unique<OriginVerifier>(
+        &pki_->trust, &clock,
+        [this, name = n.name](absl::string_view origin) {
+          if (pki_->forgotten[name].count(std::string(origin)))
+            return std::string();
+          auto it = pki_->ids.find(std::string(origin));
+          return it == pki_->ids.end() ? std::string() : it->second.der;
+        },
+        std::move(memory));
+    objects->SetChangeVerifier(
+        [v = n.verifier.get()](const store::ObjectChange& c,
+                               absl::string_view bytes) {
+          return v->Verify(c, bytes);
+        });
+  }
+
+  std::unique_ptr<Pki> pki_;
   testing::TempDir dir_;
   std::vector<Node> nodes_;
 };
@@ -293,6 +362,77 @@ TEST_CASE(
   CHECK(absl::StrContains(lines[0], "peer=node-1"));
   CHECK(absl::StrContains(lines[0], "peer_holds=6"));
   CHECK(absl::StrContains(lines[0], "this_node_holds=3"));
+}
+
+// Membership forgets a member a day after it left; a node that joins later
+// gets the member's changes from a peer, and their certificate with them.
+TEST_CASE(
+    "a node that joins after an origin left takes the origin's changes, with "
+    "its certificate from the peer") {
+  Cluster c(3, /*signed_changes=*/true);
+  c.Stop(c.node(2));  // joins later
+  c.SetMembers();
+  c.RunFor(absl::Milliseconds(10));
+  for (int i = 0; i < 20; ++i) c.Put(0, absl::StrCat("gone/", i), "1");
+  c.RunFor(absl::Milliseconds(100));
+  REQUIRE(c.Get(1, "gone/19") == "1");
+  // node-0 leaves, and is forgotten by every membership; node-1 restarts,
+  // so what it knows of node-0's certificate is what its store kept.
+  c.Stop(c.node(0));
+  c.pki().forgotten["node-1"].insert("node-0");
+  c.pki().forgotten["node-2"].insert("node-0");
+  c.Stop(c.node(1));
+  c.Start(1);
+  bool resync = false;
+  SUBCASE("from the log") {}
+  SUBCASE("in a full resync, after node-1 collected node-0's log") {
+    resync = true;
+    c.SetMembers();
+    c.RunFor(absl::Minutes(3));  // node-1 alone: GC runs every minute
+  }
+  c.Start(2);
+  c.SetMembers();
+  c.RunFor(absl::Seconds(10));
+  for (int i = 0; i < 20; ++i) {
+    CHECK(c.Get(2, absl::StrCat("gone/", i)) == "1");
+  }
+  const ReplicatorStats asker = c.node(2).driver->Stats().replicator;
+  const ReplicatorStats sender = c.node(1).driver->Stats().replicator;
+  CHECK(asker.certificates_asked >= 1);
+  CHECK(asker.certificates_taken == 1);
+  CHECK(asker.certificates_refused == 0);
+  CHECK(sender.certificates_sent >= 1);
+  if (resync) {
+    CHECK(sender.snapshots_started >= 1);
+    CHECK(asker.resyncs_completed == 1);
+  } else {
+    CHECK(sender.snapshots_started == 0);
+  }
+  CHECK(c.node(2).driver->Versions().at("node-0") == 20);
+  // node-2 keeps it too, and can hand it on.
+  CHECK(c.node(2).objects->OriginCertificate("node-0").value_or("") ==
+        c.pki().ids.at("node-0").der);
+}
+
+TEST_CASE("certificates a peer was not asked for are not even parsed") {
+  Cluster c(2, /*signed_changes=*/true);
+  v1::ReplicationMessage m;
+  m.mutable_certificates()->add_certificates(c.pki().Of("stranger").der);
+  c.node(0).driver->Deliver("node-1", m.SerializeAsString());
+  // More origins than a request may name.
+  v1::ReplicationMessage ask;
+  for (int i = 0; i < 65; ++i) {
+    ask.mutable_certificate_request()->add_origins(absl::StrCat("n", i));
+  }
+  c.node(0).driver->Deliver("node-1", ask.SerializeAsString());
+  c.RunFor(absl::Milliseconds(10));
+  ReplicationDriverStats s = c.node(0).driver->Stats();
+  CHECK(s.replicator.certificates_unsolicited == 1);
+  CHECK(s.replicator.certificates_taken == 0);
+  CHECK(s.replicator.certificates_sent == 0);
+  CHECK(s.replicator.malformed == 1);
+  CHECK(s.messages_rejected == 1);
+  CHECK(c.node(0).objects->OriginCertificate("stranger").value_or("x").empty());
 }
 
 TEST_CASE("garbage from a peer is refused and counted, not applied") {
