@@ -185,18 +185,18 @@ int Replicator::PushHops() const {
 absl::Status Replicator::HandleMessage(absl::string_view peer,
                                        const v1::ReplicationMessage& message,
                                        absl::Time now) {
-  unknown_origin_ = false;
+  unknown_origins_.clear();
   absl::Status s;
   switch (message.body_case()) {
     case v1::ReplicationMessage::kPush:
       s = HandlePush(peer, message.push(), now);
-      if (unknown_origin_) AskCertificates(peer, message, now);
+      if (!unknown_origins_.empty()) AskCertificates(peer, message, now);
       return s;
     case v1::ReplicationMessage::kDigest:
       return HandleDigest(peer, message.digest(), now);
     case v1::ReplicationMessage::kChunk:
       s = HandleChunk(peer, message.chunk(), now);
-      if (unknown_origin_) AskCertificates(peer, message, now);
+      if (!unknown_origins_.empty()) AskCertificates(peer, message, now);
       return s;
     case v1::ReplicationMessage::kAck:
       HandleAck(peer, message.ack(), now);
@@ -272,7 +272,7 @@ absl::Status Replicator::ApplyOne(absl::string_view peer,
   absl::StatusOr<store::ApplyResult> r = log_->Apply(change, peer);
   if (!r.ok()) {
     ++stats_.changes_refused;
-    if (UnknownOrigin(r.status())) unknown_origin_ = true;
+    NoteUnknownOrigin(r.status());
     return r.status();
   }
   int64_t& held = held_[change.stamp.origin];
@@ -602,9 +602,7 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
   }
   absl::Status applied = log_->ApplySnapshot(snap, peer);
   if (!applied.ok()) {
-    if (UnknownOrigin(applied)) {
-      unknown_origin_ = true;  // not the store's fault
-    } else {
+    if (!NoteUnknownOrigin(applied)) {  // else not the store's fault
       ++stats_.store_errors;
     }
     return applied;
@@ -627,7 +625,7 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
   std::vector<store::ObjectChange> resync_proofs = std::move(in.proofs);
   snapshots_.erase({std::string(peer), chunk.stream()});
   if (absl::Status s = log_->FinishResync(base, resync_proofs, peer); !s.ok()) {
-    if (UnknownOrigin(s)) unknown_origin_ = true;
+    NoteUnknownOrigin(s);
     return s;
   }
   RETURN_IF_ERROR(ReloadVersions());
@@ -675,17 +673,23 @@ void Replicator::Tick(absl::Time now) {
   }
 }
 
-bool Replicator::UnknownOrigin(const absl::Status& s) {
-  return absl::IsUnavailable(s) &&
-         s.GetPayload(kUnknownOriginPayload).has_value();
+bool Replicator::NoteUnknownOrigin(const absl::Status& s) {
+  if (!absl::IsUnavailable(s)) return false;
+  auto origin = s.GetPayload(kUnknownOriginPayload);
+  if (!origin.has_value()) return false;
+  unknown_origins_.insert(std::string(*origin));
+  return true;
 }
 
 void Replicator::AskCertificates(absl::string_view peer,
                                  const v1::ReplicationMessage& message,
                                  absl::Time now) {
-  // The message's origins (a bounded number of them: a sender picks them).
+  // The origins the log named, and the message's others (a bounded number
+  // of them: a sender picks them). A resync's proofs came in its first
+  // chunk, so an origin only they hold is known by the log's word alone.
   constexpr size_t kMaxOriginsLooked = 256;
-  std::set<std::string> origins;
+  std::set<std::string> origins = std::move(unknown_origins_);
+  unknown_origins_.clear();
   auto add = [&](const v1::ReplicationChange& c) {
     if (origins.size() < kMaxOriginsLooked) origins.insert(c.origin());
   };

@@ -274,8 +274,9 @@ class Replicator {
   // were not asked of it within min_digest_gap.
   void AskCertificates(absl::string_view peer,
                        const v1::ReplicationMessage& message, absl::Time now);
-  // Whether `s` is the log's UNAVAILABLE for an origin with no certificate.
-  static bool UnknownOrigin(const absl::Status& s);
+  // Whether `s` is the log's UNAVAILABLE for an origin with no certificate;
+  // if so, notes the origin for AskCertificates.
+  bool NoteUnknownOrigin(const absl::Status& s);
 
   // Applies one received change (or buffers it behind a gap); appends to
   // `fresh` every change it newly applied, including buffered ones it
@@ -342,8 +343,8 @@ class Replicator {
   std::map<std::pair<std::string, uint64_t>, InSnapshot> snapshots_;
   // (peer, origin) -> when the origin's certificate was asked of the peer.
   std::map<std::pair<std::string, std::string>, absl::Time> asked_;
-  // Set when a message's change met an unknown origin (HandleMessage).
-  bool unknown_origin_ = false;
+  // The origins with no certificate that the message being handled met.
+  std::set<std::string> unknown_origins_;
   absl::Time next_anti_entropy_;
   absl::Time next_gc_;
   std::vector<Outbound> outbox_;
