@@ -123,7 +123,9 @@ std::string OriginVerifier::CertificateFor(absl::string_view origin) {
   return der;
 }
 
-absl::StatusOr<std::string> OriginVerifier::Offer(absl::string_view der) {
+absl::StatusOr<std::string> OriginVerifier::Offer(
+    absl::string_view der,
+    const std::function<bool(absl::string_view node)>& wanted) {
   constexpr size_t kMaxCertificateBytes = 16 << 10;
   if (der.empty() || der.size() > kMaxCertificateBytes) {
     return absl::InvalidArgumentError(
@@ -138,6 +140,10 @@ absl::StatusOr<std::string> OriginVerifier::Offer(absl::string_view der) {
   absl::StatusOr<std::string> checked = NodeOf(*cert);
   if (!checked.ok()) return Annotate(checked.status(), "certificate offered");
   const std::string& node = *checked;
+  if (wanted && !wanted(node)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "certificate offered: node ", node, "'s was not asked for"));
+  }
   if (Knows(node)) {
     return absl::AlreadyExistsError(absl::StrCat(
         "certificate offered: one of node ", node, " is known here already"));

@@ -88,11 +88,14 @@ class OriginVerifier {
   // A certificate a peer handed over. Checked as Verify checks an origin's
   // (the mesh CA issued it to a node and has not revoked it; its dates are
   // not checked), then kept as the certificate of the node it names, which
-  // it returns. Taken only when no certificate of that node is known here:
-  // a peer cannot replace one (ALREADY_EXISTS). INVALID_ARGUMENT: not a
-  // certificate, or larger than 16 KiB; PERMISSION_DENIED: Trust refuses
+  // it returns. Taken only for a node `wanted` accepts (FAILED_PRECONDITION
+  // otherwise; null: any) and when no certificate of that node is known
+  // here: a peer cannot replace one (ALREADY_EXISTS). INVALID_ARGUMENT: not
+  // a certificate, or larger than 16 KiB; PERMISSION_DENIED: Trust refuses
   // it, or it is not a node's.
-  absl::StatusOr<std::string> Offer(absl::string_view der)
+  absl::StatusOr<std::string> Offer(
+      absl::string_view der,
+      const std::function<bool(absl::string_view node)>& wanted = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

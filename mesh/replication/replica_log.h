@@ -5,6 +5,7 @@
 #ifndef MYCEL_MESH_REPLICATION_REPLICA_LOG_H_
 #define MYCEL_MESH_REPLICATION_REPLICA_LOG_H_
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,10 +50,13 @@ class ReplicaLog {
   // that lacks it; empty when none.
   virtual std::string CertificateFor(absl::string_view origin) { return {}; }
   // A certificate a peer handed over: the origin it is for, once checked
-  // and kept. ALREADY_EXISTS when this node has one for that origin (it
-  // keeps its own); PERMISSION_DENIED when the mesh CA did not issue it to
-  // a node, or revoked it; INVALID_ARGUMENT when it is not a certificate.
-  virtual absl::StatusOr<std::string> OfferCertificate(absl::string_view der) {
+  // and kept. FAILED_PRECONDITION when `wanted` refuses that origin;
+  // ALREADY_EXISTS when this node has one for it (it keeps its own);
+  // PERMISSION_DENIED when the mesh CA did not issue it to a node, or
+  // revoked it; INVALID_ARGUMENT when it is not a certificate.
+  virtual absl::StatusOr<std::string> OfferCertificate(
+      absl::string_view der,
+      const std::function<bool(absl::string_view origin)>& wanted) {
     return absl::UnimplementedError("this log checks no certificates");
   }
 };
@@ -111,9 +115,13 @@ class ObjectStoreLog final : public ReplicaLog {
     return verifier_ == nullptr ? std::string()
                                 : verifier_->CertificateFor(origin);
   }
-  absl::StatusOr<std::string> OfferCertificate(absl::string_view der) override {
-    if (verifier_ == nullptr) return ReplicaLog::OfferCertificate(der);
-    return verifier_->Offer(der);
+  absl::StatusOr<std::string> OfferCertificate(
+      absl::string_view der,
+      const std::function<bool(absl::string_view origin)>& wanted) override {
+    if (verifier_ == nullptr) {
+      return ReplicaLog::OfferCertificate(der, wanted);
+    }
+    return verifier_->Offer(der, wanted);
   }
 
  private:

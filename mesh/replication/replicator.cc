@@ -764,9 +764,13 @@ absl::Status Replicator::HandleCertificates(
   stats_.certificates_unsolicited += n - checked;
   absl::Status first;
   int taken = 0;
+  const std::string from(peer);
+  auto asked = [this, &from](absl::string_view origin) {
+    return asked_.contains({from, std::string(origin)});
+  };
   for (int i = 0; i < checked; ++i) {
     absl::StatusOr<std::string> origin =
-        log_->OfferCertificate(answer.certificates(i));
+        log_->OfferCertificate(answer.certificates(i), asked);
     if (origin.ok()) {
       ++taken;
       ++stats_.certificates_taken;

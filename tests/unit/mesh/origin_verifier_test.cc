@@ -284,6 +284,15 @@ TEST_CASE("a certificate a peer hands over: taken only as vouched for") {
     CHECK(f.kept["gone"] == gone.cert_der);
     CHECK(f.Verify(c).ok());
   }
+  SUBCASE("only for a node asked about") {
+    auto only_x = [](absl::string_view node) { return node == "x"; };
+    CHECK(Refused(f.verifier.Offer(gone.cert_der, only_x).status(),
+                  absl::StatusCode::kFailedPrecondition, "not asked for"));
+    CHECK(f.kept.empty());
+    auto gone_too = [](absl::string_view node) { return node == "gone"; };
+    CHECK(f.verifier.Offer(gone.cert_der, gone_too).ok());
+    CHECK(f.Verify(c).ok());
+  }
   SUBCASE("nor can one replace membership's") {
     Identity other_key = Issue(f.ca, "a");
     CHECK(Refused(f.verifier.Offer(other_key.cert_der).status(),
