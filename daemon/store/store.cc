@@ -43,10 +43,8 @@ absl::Status Configure(sqlite3* db, bool synchronous_full) {
   // temp_store=MEMORY: the group commit's savepoint per write journals the
   // pages it changes in a statement journal, which otherwise goes to a
   // temporary file (about half of the pwrite calls of a put; measured
-  // with tests/bench/state_put_bench). The WAL is checkpointed at SQLite's
-  // default of 1,000 pages: every 4,000 gave 10% more puts per second at
-  // 16 clients, but a checkpoint holds up the commits queued behind it and
-  // the p99 latency doubled (6 to 14 ms).
+  // with tests/bench/state_put_bench). Checkpoints run on the store's
+  // checkpointer thread (Store::Open), not in the commits.
   RETURN_IF_ERROR(Exec(db, "PRAGMA temp_store=MEMORY"));
   return Exec(db, synchronous_full ? "PRAGMA foreign_keys=ON;"
                                      "PRAGMA synchronous=FULL;"
@@ -82,7 +80,7 @@ absl::Status Migrate(sqlite3* db, int from,
 }
 
 absl::Status OpenImpl(const std::string& path, const Store::Options& options,
-                      DbHandle* out_db, int* out_v) {
+                      bool exclusive, DbHandle* out_db, int* out_v) {
   sqlite3* raw = nullptr;
   // Never SQLITE_OPEN_CREATE: an existing file that is not a database,
   // empty ones included, must be refused rather than taken as a new one
@@ -92,13 +90,14 @@ absl::Status OpenImpl(const std::string& path, const Store::Options& options,
                            options.vfs.empty() ? nullptr : options.vfs.c_str());
   DbHandle db(raw);
   if (rc != SQLITE_OK) return SqliteError("open", db.get(), rc);
-  // One myceld per state directory (the daemon lock) and one connection:
-  // holding the file lock for good spares every transaction its lock and
-  // unlock system calls, and set before the first access of a WAL database
-  // it keeps the WAL index in memory instead of a shared-memory file. Other
-  // processes cannot read the database while myceld runs (SQLITE_BUSY).
-  // The pragma only sets a flag; it reads nothing.
-  RETURN_IF_ERROR(Exec(db.get(), "PRAGMA locking_mode=EXCLUSIVE"));
+  // A database being created has one connection, which holds the file
+  // lock for good (and keeps the WAL index in memory). The store's own
+  // database shares it with the checkpointer's connection (Store::Open),
+  // so it takes the lock per transaction and keeps the WAL index in the
+  // shared-memory file beside it. The pragma only sets a flag.
+  if (exclusive) {
+    RETURN_IF_ERROR(Exec(db.get(), "PRAGMA locking_mode=EXCLUSIVE"));
+  }
   // Reading the header is the first thing that notices a file that is not
   // a database, so do it before changing any setting.
   ASSIGN_OR_RETURN(int version, UserVersion(db.get()));
@@ -139,7 +138,7 @@ absl::Status CreateDatabase(const std::string& path,
   {
     DbHandle db;
     int version = 0;
-    absl::Status s = OpenImpl(tmp, options, &db, &version);
+    absl::Status s = OpenImpl(tmp, options, /*exclusive=*/true, &db, &version);
     if (!s.ok()) {
       RemoveFile(tmp).IgnoreError();  // the error that matters is `s`
       return s;
@@ -257,9 +256,10 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
   std::span<const TableInfo> tables =
       options.tables.empty() ? BuiltinTables() : options.tables;
   absl::Status s = PrepareFile(path, options);
-  if (s.ok()) s = OpenImpl(path, options, &db, &version);
+  if (s.ok()) s = OpenImpl(path, options, /*exclusive=*/false, &db, &version);
   if (s.ok()) s = ReadSchema(db.get(), options, tables, &last_seq, &hlc_floor);
   if (!s.ok()) return Annotate(s, absl::StrCat("state database ", path));
+  const std::string vfs = options.vfs;
   std::unique_ptr<Store> store(
       new Store(path, std::move(db), version, std::move(options), hlc_floor));
   absl::MutexLock lock(&store->mu_);
@@ -276,7 +276,94 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
   }
   // Installed after the migrations, which may create and fill any table.
   sqlite3_set_authorizer(store->db_.get(), Authorize, store.get());
+  // Checkpoints run on a connection of their own, on their own thread: a
+  // checkpoint copies about 1,000 pages into the database and syncs twice,
+  // and run by the commit that crossed the mark (SQLite's default) it held
+  // up every write queued behind that commit. A passive checkpoint waits
+  // for no one; commits go on appending to the WAL meanwhile, and the
+  // first commit after a checkpoint that copied it all starts the WAL over.
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &raw,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                           vfs.empty() ? nullptr : vfs.c_str());
+  DbHandle checkpoint_db(raw);
+  if (rc != SQLITE_OK) {
+    return Annotate(SqliteError("open the checkpointer's connection",
+                                checkpoint_db.get(), rc),
+                    absl::StrCat("state database ", path));
+  }
+  // Its syncs are the checkpoint's: the same level as the store's.
+  s = Exec(checkpoint_db.get(), store->synchronous_full_
+                                    ? "PRAGMA synchronous=FULL"
+                                    : "PRAGMA synchronous=NORMAL");
+  if (!s.ok()) return Annotate(s, absl::StrCat("state database ", path));
+  sqlite3_busy_timeout(checkpoint_db.get(), 5000);
+  store->checkpoint_db_ = std::move(checkpoint_db);
+  // Replaces SQLite's automatic checkpoints.
+  sqlite3_wal_hook(store->db_.get(), &Store::OnWalCommit, store.get());
+  store->checkpointer_ =
+      std::thread([p = store.get()] { p->CheckpointLoop(); });
   return store;
+}
+
+int Store::OnWalCommit(void* store, sqlite3* db, const char*, int frames) {
+  if (frames < kCheckpointFrames) return SQLITE_OK;
+  auto* s = static_cast<Store*>(store);
+  {
+    absl::MutexLock lock(&s->checkpoint_mu_);
+    s->checkpoint_wanted_ = true;
+  }
+  // The WAL starts over only at a commit that finds it all copied, which
+  // never happens while commits keep coming as fast as the checkpointer
+  // copies. Past kRestartFrames this connection waits for the
+  // checkpointer's pass to end and finishes the copy itself (what is left
+  // of it, and the syncs), so that the next commit starts the WAL over: the
+  // WAL stays bounded, at the cost of one wait every kRestartFrames instead
+  // of a whole checkpoint in the commit every kCheckpointFrames.
+  if (frames >= kRestartFrames) {
+    absl::MutexLock run(&s->checkpoint_run_mu_);
+    int rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE,
+                                       nullptr, nullptr);
+    if (rc != SQLITE_OK) {
+      log::Warn("state database: a checkpoint failed",
+                {{"path", s->path_},
+                 {"error", SqliteError("checkpoint the WAL", db, rc)}});
+    }
+  }
+  return SQLITE_OK;
+}
+
+void Store::CheckpointLoop() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&checkpoint_mu_);
+      checkpoint_mu_.Await(absl::Condition(
+          +[](Store* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->checkpoint_mu_) {
+            return s->checkpoint_wanted_ || s->checkpoint_stop_;
+          },
+          this));
+      if (checkpoint_stop_) return;
+      checkpoint_wanted_ = false;
+    }
+    int rc;
+    {
+      absl::MutexLock run(&checkpoint_run_mu_);
+      rc = sqlite3_wal_checkpoint_v2(checkpoint_db_.get(), "main",
+                                     SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                                     nullptr);
+    }
+    background_checkpoints_.fetch_add(1);
+    if (rc == SQLITE_OK || rc == SQLITE_BUSY) continue;  // busy: one runs
+    absl::Status failed =
+        SqliteError("checkpoint the WAL", checkpoint_db_.get(), rc);
+    log::Error("state database: a background checkpoint failed",
+               {{"path", path_}, {"error", failed}});
+    // A sync that failed leaves no later sync trusted (SyncWalLocked).
+    if ((rc & 0xff) == SQLITE_IOERR) {
+      absl::MutexLock lock(&mu_);
+      if (sync_failure_.ok()) sync_failure_ = failed;
+    }
+  }
 }
 
 Store::Store(std::string path, DbHandle db, int version, Options options,
@@ -299,6 +386,12 @@ Store::~Store() {
   }
   // It commits and answers what is queued, then returns.
   if (committer.joinable()) committer.join();
+  {
+    absl::MutexLock lock(&checkpoint_mu_);
+    checkpoint_stop_ = true;
+  }
+  if (checkpointer_.joinable()) checkpointer_.join();
+  checkpoint_db_.reset();
   absl::MutexLock lock(&mu_);
   statements_.clear();
   replicated_statements_.clear();

@@ -249,6 +249,11 @@ class Store {
   };
   GroupCommitStats group_commit_stats() ABSL_LOCKS_EXCLUDED(queue_mu_);
 
+  // Checkpoints the background checkpointer ran (see Open), for tests.
+  uint64_t background_checkpoints() const {
+    return background_checkpoints_.load();
+  }
+
   // Durability of this node's own changes, for replication: a change must
   // not reach a peer before it is on disk, or a power loss would take it
   // back and its sequence number would be stamped again on another change,
@@ -362,6 +367,13 @@ class Store {
   void CommitBatchLocked(const Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Syncs the WAL (and so every commit before) to disk.
   absl::Status SyncWalLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The checkpointer thread: copies the WAL into the database on its own
+  // connection whenever a commit left kCheckpointFrames or more in it,
+  // until the store closes.
+  void CheckpointLoop() ABSL_LOCKS_EXCLUDED(checkpoint_mu_, mu_);
+  // sqlite3_wal_hook of db_: after each commit, the WAL's size in frames.
+  static int OnWalCommit(void* store, sqlite3* db, const char* schema,
+                         int frames);
   // Whether `table` may be written now (the authorizer's question).
   bool MayWrite(absl::string_view table) const;
 
@@ -413,6 +425,21 @@ class Store {
   bool closing_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::thread committer_ ABSL_GUARDED_BY(queue_mu_);
   GroupCommitStats group_stats_ ABSL_GUARDED_BY(queue_mu_);
+
+  // Background checkpoints: SQLite's own run in the commit that crosses
+  // 1,000 frames and hold up every commit queued behind it for the copy
+  // and two fsyncs (docs/performance.md). The checkpointer's connection,
+  // used on its thread only.
+  static constexpr int kCheckpointFrames = 1000;
+  static constexpr int kRestartFrames = 4 * kCheckpointFrames;
+  DbHandle checkpoint_db_;
+  std::thread checkpointer_;
+  absl::Mutex checkpoint_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  bool checkpoint_wanted_ ABSL_GUARDED_BY(checkpoint_mu_) = false;
+  bool checkpoint_stop_ ABSL_GUARDED_BY(checkpoint_mu_) = false;
+  // Held while a checkpoint runs on either connection: one at a time.
+  absl::Mutex checkpoint_run_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::atomic<uint64_t> background_checkpoints_{0};
 };
 
 }  // namespace mycel::store
