@@ -307,8 +307,20 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
 }
 
 int Store::OnWalCommit(void* store, sqlite3* db, const char*, int frames) {
-  if (frames < kCheckpointFrames) return SQLITE_OK;
   auto* s = static_cast<Store*>(store);
+  // Called in the commit, on the connection's thread (mu_ held).
+  s->mu_.AssertHeld();
+  if (frames < s->wake_checkpointer_at_) {
+    // The WAL started over: the next pass at kCheckpointFrames again.
+    if (frames < s->wake_checkpointer_at_ - kCheckpointFrames) {
+      s->wake_checkpointer_at_ = kCheckpointFrames;
+    }
+    if (frames < s->wake_checkpointer_at_) return SQLITE_OK;
+  }
+  // A pass for every kCheckpointFrames added, not one after every commit:
+  // each pass syncs twice, which a commit of `full` waiting on its own
+  // sync would queue behind.
+  s->wake_checkpointer_at_ = frames + kCheckpointFrames;
   {
     absl::MutexLock lock(&s->checkpoint_mu_);
     s->checkpoint_wanted_ = true;

@@ -437,6 +437,8 @@ class Store {
   absl::Mutex checkpoint_mu_ ABSL_ACQUIRED_AFTER(mu_);
   bool checkpoint_wanted_ ABSL_GUARDED_BY(checkpoint_mu_) = false;
   bool checkpoint_stop_ ABSL_GUARDED_BY(checkpoint_mu_) = false;
+  // The WAL size (frames) at which a commit next wakes the checkpointer.
+  int wake_checkpointer_at_ ABSL_GUARDED_BY(mu_) = kCheckpointFrames;
   // Held while a checkpoint runs on either connection: one at a time.
   absl::Mutex checkpoint_run_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::atomic<uint64_t> background_checkpoints_{0};
