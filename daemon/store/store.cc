@@ -894,6 +894,8 @@ absl::Status Store::CopyTo(sqlite3* dest) {
 
 absl::Status Store::Checkpoint() {
   absl::MutexLock lock(&mu_);
+  // Not beside a pass of the checkpointer, which would make it BUSY.
+  absl::MutexLock run(&checkpoint_run_mu_);
   int rc = sqlite3_wal_checkpoint_v2(
       db_.get(), nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
   if (rc != SQLITE_OK) return SqliteError("wal checkpoint", db_.get(), rc);
