@@ -32,6 +32,8 @@ mycel_pkg(ABSL absl_hash absl_raw_hash_set absl_status absl_statusor
 mycel_pkg(SQLITE3 sqlite3)
 mycel_pkg(OPENSSL openssl)
 mycel_pkg(SECCOMP libseccomp)
+# Header-only: checking JSON texts (daemon/store/json_text.h).
+mycel_pkg(NLOHMANN_JSON nlohmann_json)
 
 set(GRPCPP_REFLECTION_LIB -lgrpc++_reflection)
 find_program(PROTOC protoc REQUIRED)

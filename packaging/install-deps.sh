@@ -13,7 +13,7 @@ packages=(
   build-essential cmake ninja-build clang pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libsqlite3-dev libssl-dev libboost-dev libseccomp-dev libbpf-dev libcap-dev
-  libjsonnet-dev doctest-dev
+  libjsonnet-dev doctest-dev nlohmann-json3-dev
   # formatting check (part of the test suite)
   clang-format
   # tests: PKI, namespaces, netns, guests

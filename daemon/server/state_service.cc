@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/server/reactor_state.h"
 #include "daemon/server/status_convert.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
+#include "daemon/store/json_text.h"
+#include "runtime/status.h"
 
 namespace mycel {
 namespace {
@@ -35,19 +35,13 @@ void ToProto(const store::ObjectChange& c, mycel::v1::StateObject* out) {
   out->set_hlc(c.stamp.hlc);
 }
 
-// A JSON text of any kind (google.protobuf.Value takes every one).
+// A JSON text of any kind, at most max_bytes long.
 absl::Status ValidateJson(const std::string& value, size_t max_bytes) {
   if (value.size() > max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "value: ", value.size(), " bytes is over the limit of ", max_bytes));
   }
-  google::protobuf::Value parsed;
-  auto st = google::protobuf::util::JsonStringToMessage(value, &parsed);
-  if (!st.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("value: not a JSON text: ", std::string(st.message())));
-  }
-  return absl::OkStatus();
+  return Annotate(store::CheckJsonText(value), "value");
 }
 
 // One Watch call. Touched on the loop only (see reactor_state.h).
