@@ -188,10 +188,14 @@ class WatchReactor final
 void StateWatchers::Wait(int64_t revision, std::shared_ptr<bool> alive,
                          std::function<void()> wake) {
   waiters_.push_back({revision, std::move(alive), std::move(wake)});
-  Arm();
+  waiting_ = waiters_.size();
+  // A write that committed since the caller read the revision may have
+  // found no one waiting (Notify) and posted no check.
+  Check();
 }
 
 void StateWatchers::Notify() {
+  if (waiting_.load() == 0) return;
   if (notified_.exchange(true)) return;
   boost::asio::post(*io_, [this] {
     // Cleared before the check reads the revision: a write after this
@@ -230,6 +234,7 @@ void StateWatchers::Check() {
     }
   }
   waiters_ = std::move(keep);
+  waiting_ = waiters_.size();
   for (auto& fn : wake) fn();
   Arm();
 }

@@ -39,7 +39,9 @@ class StateWatchers {
   void Wait(int64_t revision, std::shared_ptr<bool> alive,
             std::function<void()> wake);
   // Any thread: a write happened; check now. Notifications that come
-  // before the loop has run the last one's check share it.
+  // before the loop has run the last one's check share it, and with no
+  // watch waiting there is nothing to check: the loop is not woken (a put
+  // would otherwise wake it once each).
   void Notify();
 
  private:
@@ -56,6 +58,10 @@ class StateWatchers {
   boost::asio::steady_timer timer_;
   bool armed_ = false;
   std::vector<Waiter> waiters_;
+  // waiters_.size(), for Notify on other threads. Stored before Wait checks
+  // the revision: a write that Notify skipped (it saw none waiting) had
+  // committed before that check reads the store, under the store's lock.
+  std::atomic<size_t> waiting_{0};
   // A check is posted and has not started yet.
   std::atomic<bool> notified_{false};
 };

@@ -77,5 +77,36 @@ TEST_CASE("Notify wakes at once; a watcher gone is not called") {
   CHECK(!gone_called);
 }
 
+TEST_CASE("with no watch waiting, a write does not wake the loop") {
+  Fixture f;
+  REQUIRE(f.state->Put("k", "1", std::nullopt).ok());
+  f.watchers->Notify();
+  // Nothing was posted: the loop has no handler to run.
+  CHECK(f.io.poll() == 0);
+}
+
+TEST_CASE("a write that found no one waiting still wakes the watch") {
+  // The watch read revision 0, then the write committed and its Notify
+  // found no one waiting (so posted nothing), then the watch waited from
+  // revision 0: it is woken when it waits, not a poll interval later.
+  Fixture f;
+  REQUIRE(f.state->Put("k", "1", std::nullopt).ok());
+  f.watchers->Notify();
+  REQUIRE(f.io.poll() == 0);
+  f.io.restart();  // out of work, the loop stopped
+  bool woken = false;
+  f.watchers->Wait(0, std::make_shared<bool>(true), [&] { woken = true; });
+  CHECK(woken);
+  // Waiting from the revision it has seen, it sleeps until the next write.
+  bool again = false;
+  f.watchers->Wait(1, std::make_shared<bool>(true), [&] { again = true; });
+  f.io.poll();
+  CHECK(!again);
+  REQUIRE(f.state->Put("k", "2", std::nullopt).ok());
+  f.watchers->Notify();
+  f.io.poll();
+  CHECK(again);
+}
+
 }  // namespace
 }  // namespace mycel
