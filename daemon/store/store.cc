@@ -296,6 +296,9 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
   s = Exec(checkpoint_db.get(), store->synchronous_full_
                                     ? "PRAGMA synchronous=FULL"
                                     : "PRAGMA synchronous=NORMAL");
+  // A first read opens the connection's WAL, which the syncs between
+  // passes go through.
+  if (s.ok()) s = Exec(checkpoint_db.get(), "PRAGMA schema_version");
   if (!s.ok()) return Annotate(s, absl::StrCat("state database ", path));
   sqlite3_busy_timeout(checkpoint_db.get(), 5000);
   store->checkpoint_db_ = std::move(checkpoint_db);
@@ -310,21 +313,27 @@ int Store::OnWalCommit(void* store, sqlite3* db, const char*, int frames) {
   auto* s = static_cast<Store*>(store);
   // Called in the commit, on the connection's thread (mu_ held).
   s->mu_.AssertHeld();
-  if (frames < s->wake_checkpointer_at_) {
-    // The WAL started over: the next pass at kCheckpointFrames again.
-    if (frames < s->wake_checkpointer_at_ - kCheckpointFrames) {
-      s->wake_checkpointer_at_ = kCheckpointFrames;
-    }
-    if (frames < s->wake_checkpointer_at_) return SQLITE_OK;
+  // The WAL started over: count from its start again.
+  if (frames < s->wake_checkpointer_at_ - kCheckpointFrames) {
+    s->wake_checkpointer_at_ = kCheckpointFrames;
+  }
+  if (frames < s->presync_at_ - kPresyncFrames) {
+    s->presync_at_ = kPresyncFrames;
   }
   // A pass for every kCheckpointFrames added, not one after every commit:
-  // each pass syncs twice, which a commit of `full` waiting on its own
-  // sync would queue behind.
-  s->wake_checkpointer_at_ = frames + kCheckpointFrames;
+  // each pass syncs, which a commit of `full` waiting on its own sync
+  // would queue behind. Under `full` the WAL is synced by every commit.
+  const bool pass = frames >= s->wake_checkpointer_at_;
+  const bool presync = !s->synchronous_full_ && frames >= s->presync_at_;
+  if (!pass && !presync) return SQLITE_OK;
+  if (pass) s->wake_checkpointer_at_ = frames + kCheckpointFrames;
+  if (presync) s->presync_at_ = frames + kPresyncFrames;
   {
     absl::MutexLock lock(&s->checkpoint_mu_);
-    s->checkpoint_wanted_ = true;
+    s->checkpoint_wanted_ = s->checkpoint_wanted_ || pass;
+    s->presync_wanted_ = s->presync_wanted_ || presync;
   }
+  if (!pass) return SQLITE_OK;
   // The WAL starts over only at a commit that finds it all copied, which
   // never happens while commits keep coming as fast as the checkpointer
   // copies. Past kRestartFrames this connection waits for the
@@ -347,27 +356,46 @@ int Store::OnWalCommit(void* store, sqlite3* db, const char*, int frames) {
 
 void Store::CheckpointLoop() {
   for (;;) {
+    bool pass;
     {
       absl::MutexLock lock(&checkpoint_mu_);
       checkpoint_mu_.Await(absl::Condition(
           +[](Store* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->checkpoint_mu_) {
-            return s->checkpoint_wanted_ || s->checkpoint_stop_;
+            return s->checkpoint_wanted_ || s->presync_wanted_ ||
+                   s->checkpoint_stop_;
           },
           this));
       if (checkpoint_stop_) return;
+      pass = checkpoint_wanted_;
       checkpoint_wanted_ = false;
+      presync_wanted_ = false;
     }
     int rc;
-    {
-      absl::MutexLock run(&checkpoint_run_mu_);
-      rc = sqlite3_wal_checkpoint_v2(checkpoint_db_.get(), "main",
-                                     SQLITE_CHECKPOINT_PASSIVE, nullptr,
-                                     nullptr);
+    const char* what;
+    if (pass) {
+      what = "checkpoint the WAL";
+      {
+        absl::MutexLock run(&checkpoint_run_mu_);
+        rc = sqlite3_wal_checkpoint_v2(checkpoint_db_.get(), "main",
+                                       SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                                       nullptr);
+      }
+      background_checkpoints_.fetch_add(1);
+      if (rc == SQLITE_BUSY) continue;  // one runs on the other connection
+      // What the pass copied, synced now rather than by the commit that
+      // finishes the copy (a pass that does not copy it all leaves the
+      // database file unsynced).
+      if (rc == SQLITE_OK && !synchronous_full_) {
+        what = "sync the database file";
+        rc = SyncCheckpointFile(SQLITE_FCNTL_FILE_POINTER);
+      }
+    } else {
+      what = "sync the WAL";
+      rc = SyncCheckpointFile(SQLITE_FCNTL_JOURNAL_POINTER);
+      if (rc == SQLITE_OK) background_wal_syncs_.fetch_add(1);
     }
-    background_checkpoints_.fetch_add(1);
-    if (rc == SQLITE_OK || rc == SQLITE_BUSY) continue;  // busy: one runs
-    absl::Status failed =
-        SqliteError("checkpoint the WAL", checkpoint_db_.get(), rc);
+    if (rc == SQLITE_OK) continue;
+    absl::Status failed = SqliteError(what, checkpoint_db_.get(), rc);
     log::Error("state database: a background checkpoint failed",
                {{"path", path_}, {"error", failed}});
     // A sync that failed leaves no later sync trusted (SyncWalLocked).
@@ -376,6 +404,16 @@ void Store::CheckpointLoop() {
       if (sync_failure_.ok()) sync_failure_ = failed;
     }
   }
+}
+
+int Store::SyncCheckpointFile(int which) {
+  sqlite3_file* file = nullptr;
+  int rc = sqlite3_file_control(checkpoint_db_.get(), "main", which, &file);
+  if (rc != SQLITE_OK) return rc;
+  // Open since Open read through this connection; a file not open is an
+  // error to report, not a sync to skip.
+  if (file == nullptr || file->pMethods == nullptr) return SQLITE_MISUSE;
+  return file->pMethods->xSync(file, SQLITE_SYNC_NORMAL);
 }
 
 Store::Store(std::string path, DbHandle db, int version, Options options,

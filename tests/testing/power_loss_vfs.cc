@@ -29,7 +29,11 @@ sqlite3_vfs* Real() { return sqlite3_vfs_find(nullptr); }
 std::string Synced(const std::string& path) { return path + ".synced"; }
 
 // Copies the file as it is now to its .synced twin, replaced atomically.
+// Syncs come from more than one thread (the store's committer and its
+// checkpointer), which would otherwise share the temporary copy.
 int KeepSynced(const std::string& path) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
   std::error_code ec;
   const std::string tmp = path + ".synced-tmp";
   fs::copy_file(path, tmp, fs::copy_options::overwrite_existing, ec);
