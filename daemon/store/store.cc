@@ -60,11 +60,17 @@ absl::Status QuickCheck(sqlite3* db) {
       "integrity check failed: ", row ? stmt.ColumnText(0) : "no result"));
 }
 
+// Every pending migration in one transaction: an upgrade (or a new
+// database, which takes them all) is applied whole or not at all, and pays
+// one commit rather than one per version.
 absl::Status Migrate(sqlite3* db, int from,
                      std::span<const Migration> migrations) {
+  if (migrations.empty() || migrations.back().version <= from) {
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
   for (const Migration& m : migrations) {
     if (m.version <= from) continue;
-    RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
     absl::Status s = Exec(db, m.sql);
     if (s.ok()) {
       s = Exec(db, absl::StrCat("PRAGMA user_version=", m.version));
@@ -74,9 +80,8 @@ absl::Status Migrate(sqlite3* db, int from,
       return Annotate(s,
                       absl::StrCat("migration to schema version ", m.version));
     }
-    RETURN_IF_ERROR(Exec(db, "COMMIT"));
   }
-  return absl::OkStatus();
+  return Exec(db, "COMMIT");
 }
 
 absl::Status OpenImpl(const std::string& path, const Store::Options& options,

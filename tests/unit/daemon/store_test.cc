@@ -37,6 +37,11 @@ constexpr Migration kBroken[] = {
     kTwo[0],
     {2, "CREATE TABLE c (z INTEGER); THIS IS NOT SQL;"},
 };
+constexpr Migration kTwoThenBroken[] = {
+    kTwo[0],
+    kTwo[1],
+    {3, "CREATE TABLE c (z INTEGER); THIS IS NOT SQL;"},
+};
 constexpr TableInfo kTables[] = {
     {"a", Replication::kNodeLocal, ""},
     {"b", Replication::kNodeLocal, ""},
@@ -166,6 +171,33 @@ TEST_CASE("a failed migration rolls back and leaves the version alone") {
   CHECK(QueryInt(**again, "PRAGMA user_version") == 1);
   CHECK(QueryInt(**again,
                  "SELECT count(*) FROM sqlite_schema WHERE name='c'") == 0);
+}
+
+TEST_CASE("an upgrade over several versions is applied whole or not at all") {
+  testing::TempDir dir;
+  std::string path = dir.Sub("u.db");
+  {
+    auto s = Store::Open(path, {.migrations = kOne, .tables = kTables});
+    REQUIRE(s.ok());
+  }
+  // Versions 2 and 3 are pending; 3 fails, so 2 is not kept either.
+  auto s = Store::Open(path, {.migrations = kTwoThenBroken, .tables = kTables});
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.status().message().find("migration to schema version 3") !=
+        absl::string_view::npos);
+  auto again = Store::Open(path, {.migrations = kOne, .tables = kTables});
+  REQUIRE(again.ok());
+  CHECK(QueryInt(**again, "PRAGMA user_version") == 1);
+  CHECK(QueryInt(**again,
+                 "SELECT count(*) FROM sqlite_schema WHERE name IN ('b', "
+                 "'c')") == 0);
+  again->reset();
+  // Without the broken one, version 2 applies.
+  auto both = Store::Open(path, {.migrations = kTwo, .tables = kTables});
+  REQUIRE(both.ok());
+  CHECK(QueryInt(**both, "PRAGMA user_version") == 2);
+  CHECK(QueryInt(**both, "SELECT count(*) FROM sqlite_schema WHERE name='b'") ==
+        1);
 }
 
 TEST_CASE("a file that is not a database is DATA_LOSS, not a crash") {
