@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -159,45 +160,33 @@ TEST_CASE("a schema newer than the binary is refused, naming both versions") {
             "newer myceld or restore an older database");
 }
 
-TEST_CASE("a failed migration rolls back and leaves the version alone") {
+TEST_CASE(
+    "a failed migration rolls back every pending version and leaves the "
+    "version alone") {
   testing::TempDir dir;
   std::string path = dir.Sub("b.db");
-  auto s = Store::Open(path, {.migrations = kBroken, .tables = kTables});
-  REQUIRE_FALSE(s.ok());
-  CHECK(s.status().message().find("migration to schema version 2") !=
-        absl::string_view::npos);
-  auto again = Store::Open(path, {.migrations = kOne, .tables = kTables});
-  REQUIRE(again.ok());
-  CHECK(QueryInt(**again, "PRAGMA user_version") == 1);
-  CHECK(QueryInt(**again,
-                 "SELECT count(*) FROM sqlite_schema WHERE name='c'") == 0);
-}
-
-TEST_CASE("an upgrade over several versions is applied whole or not at all") {
-  testing::TempDir dir;
-  std::string path = dir.Sub("u.db");
-  {
-    auto s = Store::Open(path, {.migrations = kOne, .tables = kTables});
-    REQUIRE(s.ok());
-  }
-  // Versions 2 and 3 are pending; 3 fails, so 2 is not kept either.
-  auto s = Store::Open(path, {.migrations = kTwoThenBroken, .tables = kTables});
-  REQUIRE_FALSE(s.ok());
-  CHECK(s.status().message().find("migration to schema version 3") !=
-        absl::string_view::npos);
-  auto again = Store::Open(path, {.migrations = kOne, .tables = kTables});
-  REQUIRE(again.ok());
-  CHECK(QueryInt(**again, "PRAGMA user_version") == 1);
-  CHECK(QueryInt(**again,
-                 "SELECT count(*) FROM sqlite_schema WHERE name IN ('b', "
-                 "'c')") == 0);
-  again->reset();
-  // Without the broken one, version 2 applies.
-  auto both = Store::Open(path, {.migrations = kTwo, .tables = kTables});
-  REQUIRE(both.ok());
-  CHECK(QueryInt(**both, "PRAGMA user_version") == 2);
-  CHECK(QueryInt(**both, "SELECT count(*) FROM sqlite_schema WHERE name='b'") ==
-        1);
+  // Opens `path` with `migrations`, which must fail at `version`, then
+  // with kOne: the database is where it was, at version 1.
+  auto fails_at = [&](std::span<const Migration> migrations, int version) {
+    auto s = Store::Open(path, {.migrations = migrations, .tables = kTables});
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.status().message().find(
+              absl::StrCat("migration to schema version ", version)) !=
+          absl::string_view::npos);
+    auto again = Store::Open(path, {.migrations = kOne, .tables = kTables});
+    REQUIRE(again.ok());
+    CHECK(QueryInt(**again, "PRAGMA user_version") == 1);
+    CHECK(QueryInt(**again,
+                   "SELECT count(*) FROM sqlite_schema WHERE name IN ('b', "
+                   "'c')") == 0);
+  };
+  // A new database: made at version 1 by the second open.
+  fails_at(kBroken, 2);
+  // An upgrade over versions 2 and 3 where 3 fails keeps 2 neither.
+  fails_at(kTwoThenBroken, 3);
+  auto up = Store::Open(path, {.migrations = kTwo, .tables = kTables});
+  REQUIRE(up.ok());
+  CHECK(QueryInt(**up, "PRAGMA user_version") == 2);
 }
 
 TEST_CASE("a file that is not a database is DATA_LOSS, not a crash") {
@@ -914,6 +903,14 @@ TEST_CASE(
 
 // Drops `store` as a crash would, without closing it (closing checkpoints
 // and syncs), then loses whatever was not synced, as a power loss may.
+// ReplicatedOptions over the power-loss VFS (registered here).
+Store::Options PowerLossOptions(const Clock* clock) {
+  testing::RegisterPowerLossVfs();
+  Store::Options options = ReplicatedOptions(clock);
+  options.vfs = testing::kPowerLossVfs;
+  return options;
+}
+
 // The connection is leaked: SimulatePowerLoss puts new files in place, so
 // its locks are on files no longer there.
 void PowerLoss(std::unique_ptr<Store> store, const std::string& path) {
@@ -925,11 +922,9 @@ void PowerLoss(std::unique_ptr<Store> store, const std::string& path) {
 TEST_CASE(
     "a power loss keeps every commit under FULL, and under NORMAL what a sync "
     "or the durable listener made durable") {
-  testing::RegisterPowerLossVfs();
   testing::TempDir dir;
   SetClock clock;
-  Store::Options options = ReplicatedOptions(&clock);
-  options.vfs = testing::kPowerLossVfs;
+  Store::Options options = PowerLossOptions(&clock);
   const std::string path = dir.Sub("p.db");
   auto open = [&](bool full) {
     options.synchronous_full = full;
@@ -1012,11 +1007,9 @@ TEST_CASE(
 TEST_CASE(
     "under NORMAL the checkpointer syncs the WAL between its passes, so a "
     "power loss keeps what filled the WAL before the last sync") {
-  testing::RegisterPowerLossVfs();
   testing::TempDir dir;
   SetClock clock;
-  Store::Options options = ReplicatedOptions(&clock);
-  options.vfs = testing::kPowerLossVfs;
+  Store::Options options = PowerLossOptions(&clock);
   const std::string path = dir.Sub("s.db");
   auto frames = [&] {
     std::error_code ec;
@@ -1074,11 +1067,9 @@ TEST_CASE("under FULL the checkpointer does not sync between its passes") {
 }
 
 TEST_CASE("after a failed WAL sync no later sync is trusted until reopen") {
-  testing::RegisterPowerLossVfs();
   testing::TempDir dir;
   SetClock clock;
-  Store::Options options = ReplicatedOptions(&clock);
-  options.vfs = testing::kPowerLossVfs;
+  Store::Options options = PowerLossOptions(&clock);
   const std::string path = dir.Sub("f.db");
   auto opened = Store::Open(path, options);
   REQUIRE_MESSAGE(opened.ok(), opened.status());
