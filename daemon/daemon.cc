@@ -603,6 +603,7 @@ void Daemon::StartReplication() {
 }
 
 void Daemon::OnRemoteChange(const store::ObjectChange& change) {
+  if (state_watchers_ != nullptr) state_watchers_->OnChange(change);
   if (!change.value.has_value()) return;
   if (change.ns == identity::kRevocationsNamespace) {
     boost::asio::post(io_, [this, key = change.key, value = *change.value] {

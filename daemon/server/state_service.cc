@@ -205,6 +205,10 @@ void StateWatchers::Notify() {
   });
 }
 
+void StateWatchers::OnChange(const store::ObjectChange& change) {
+  if (change.ns == store::kStateNamespace) Notify();
+}
+
 void StateWatchers::Arm() {
   if (armed_ || waiters_.empty()) return;
   armed_ = true;

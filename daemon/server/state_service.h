@@ -43,6 +43,11 @@ class StateWatchers {
   // watch waiting there is nothing to check: the loop is not woken (a put
   // would otherwise wake it once each).
   void Notify();
+  // Any thread: the object store's listener for changes that came another
+  // way (a peer's, applied by replication): a change of the user's
+  // namespace notifies, so a caught-up watch hears of it now rather than
+  // at its next poll.
+  void OnChange(const store::ObjectChange& change);
 
  private:
   struct Waiter {

@@ -1,7 +1,8 @@
 // StateWatchers (daemon/server/state_service.h): a caught-up watch is woken
-// by a write through the API at once, and by a change that came another
-// way (a peer's, applied by replication) within the poll interval; a
-// watcher that went away is dropped unheard.
+// at once by a write through the API and by a peer's change to the user's
+// namespace (OnChange), and by any other change within the poll interval;
+// a watcher that went away is dropped unheard; with none waiting, a write
+// posts nothing.
 #include <doctest/doctest.h>
 
 #include <boost/asio/io_context.hpp>
@@ -60,6 +61,28 @@ TEST_CASE("a change received from a peer wakes a caught-up watcher") {
   const absl::Duration took = f.RunUntil(woken, absl::Seconds(2));
   CHECK(woken);
   CHECK(took < absl::Seconds(1));
+}
+
+TEST_CASE("a peer's change to the user's namespace wakes a watcher at once") {
+  Fixture f;
+  f.objects->SetRemoteChangeListener(
+      [&f](const store::ObjectChange& c) { f.watchers->OnChange(c); });
+  bool woken = false;
+  f.watchers->Wait(0, std::make_shared<bool>(true), [&] { woken = true; });
+  store::ObjectChange c;
+  c.stamp = {"n2", 1, 1};
+  c.ns = "mesh.other";  // not the user's: no check posted
+  c.key = "k";
+  c.value = "1";
+  REQUIRE(f.objects->ApplyRemote(c, "n2").ok());
+  CHECK(f.io.poll() == 0);
+  CHECK(!woken);
+  f.io.restart();
+  c.stamp = {"n2", 2, 2};
+  c.ns = "kv";
+  REQUIRE(f.objects->ApplyRemote(c, "n2").ok());
+  f.io.poll();  // only what is ready now: no poll timer has fired yet
+  CHECK(woken);
 }
 
 TEST_CASE("Notify wakes at once; a watcher gone is not called") {
