@@ -3,6 +3,7 @@
 #include <grpcpp/security/tls_credentials_options.h>
 #include <stdio.h>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cli/cli.h"
 #include "cli/cli_config.h"
@@ -147,6 +148,14 @@ int Context::Fail(const grpc::Status& status) const {
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE && !answered) {
     fprintf(stderr, "mycel: cannot reach myceld at %s: is it running? (%s)\n",
             Target().c_str(), status.error_message().c_str());
+  } else if (status.error_message().empty()) {
+    // gRPC's own refusals can come without one (a request it could not
+    // parse): the code is then all there is to say.
+    // gRPC's codes are absl's, number for number.
+    fprintf(stderr, "mycel: the call failed with %s and no message\n",
+            absl::StatusCodeToString(
+                static_cast<absl::StatusCode>(status.error_code()))
+                .c_str());
   } else {
     fprintf(stderr, "mycel: %s\n", status.error_message().c_str());
   }

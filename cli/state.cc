@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/call.h"
 #include "cli/cli.h"
+#include "daemon/store/json_text.h"
 #include "google/protobuf/util/json_util.h"
 #include "mycel/v1/state.grpc.pb.h"
 
@@ -30,6 +31,15 @@ std::vector<std::string> Words(const ParsedArgs& a) {
   return out;
 }
 
+// Whether `text`, bound for the request's `field`, is UTF-8; else says
+// so. gRPC would refuse the request with no message.
+bool Utf8OrSay(const char* field, const std::string& text) {
+  absl::Status s = store::CheckUtf8(text);
+  if (s.ok()) return true;
+  fprintf(stderr, "mycel: %s: %s\n", field, std::string(s.message()).c_str());
+  return false;
+}
+
 // A value for a table cell: one line, at most `width` characters.
 std::string Cell(const std::string& value, size_t width) {
   std::string out;
@@ -46,6 +56,7 @@ int Get(Context& ctx, const std::vector<std::string>& args) {
   std::vector<std::string> words = Words(*parsed);
   if (words.size() != 1) return Usage(kUsage, "want one KEY");
   mycel::v1::GetStateRequest req;
+  if (!Utf8OrSay("key", words[0])) return kExitFailure;
   req.set_key(words[0]);
   // The value alone on stdout, so that $(mycel state get k) is the JSON.
   return CallAndPrint(ctx, &State::Stub::Get, req,
@@ -62,7 +73,14 @@ int Put(Context& ctx, const std::vector<std::string>& args) {
     return Usage(kUsage, std::string(parsed.status().message()));
   std::vector<std::string> words = Words(*parsed);
   if (words.size() != 2) return Usage(kUsage, "want KEY and a JSON value");
+  // Checked here as myceld checks it, so that a value that is not even
+  // UTF-8 (which gRPC would refuse to parse, with no message) is named.
+  if (absl::Status json = store::CheckJsonText(words[1]); !json.ok()) {
+    fprintf(stderr, "mycel: value: %s\n", std::string(json.message()).c_str());
+    return kExitFailure;
+  }
   mycel::v1::PutStateRequest req;
+  if (!Utf8OrSay("key", words[0])) return kExitFailure;
   req.set_key(words[0]);
   req.set_value(words[1]);
   if (parsed->has("--if-version")) {
@@ -83,6 +101,7 @@ int Del(Context& ctx, const std::vector<std::string>& args) {
   std::vector<std::string> words = Words(*parsed);
   if (words.size() != 1) return Usage(kUsage, "want one KEY");
   mycel::v1::DeleteStateRequest req;
+  if (!Utf8OrSay("key", words[0])) return kExitFailure;
   req.set_key(words[0]);
   return CallAndPrint(ctx, &State::Stub::Delete, req,
                       [](const mycel::v1::DeleteStateResponse& r) {
@@ -101,7 +120,10 @@ int Ls(Context& ctx, const std::vector<std::string>& args) {
   // Every page, gathered into one answer.
   mycel::v1::ListStateResponse all;
   mycel::v1::ListStateRequest req;
-  if (!words.empty()) req.set_prefix(words[0]);
+  if (!words.empty()) {
+    if (!Utf8OrSay("prefix", words[0])) return kExitFailure;
+    req.set_prefix(words[0]);
+  }
   for (bool first = true;; first = false) {
     mycel::v1::ListStateResponse page;
     int rc = Call(ctx, &State::Stub::List, req, &page);
@@ -131,7 +153,10 @@ int Watch(Context& ctx, const std::vector<std::string>& args) {
   std::vector<std::string> words = Words(*parsed);
   if (words.size() > 1) return Usage(kUsage, "want at most one PREFIX");
   mycel::v1::WatchStateRequest req;
-  if (!words.empty()) req.set_prefix(words[0]);
+  if (!words.empty()) {
+    if (!Utf8OrSay("prefix", words[0])) return kExitFailure;
+    req.set_prefix(words[0]);
+  }
   if (parsed->has("--from")) {
     int64_t from = 0;
     if (!absl::SimpleAtoi(parsed->get("--from"), &from) || from < 0) {

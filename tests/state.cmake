@@ -3,7 +3,7 @@
 mycel_test(state_store_test SRCS unit/daemon/state_store_test.cc
   DEPS mycel_store mycel_testing)
 mycel_test(json_text_test SRCS unit/daemon/json_text_test.cc
-  DEPS mycel_store mycel_testing)
+  DEPS mycel_json_text mycel_testing)
 mycel_test(query_test SRCS unit/daemon/query_test.cc
   DEPS mycel_store mycel_testing)
 # Real myceld processes: the CLI, Watch over the socket, kill -9.

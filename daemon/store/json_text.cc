@@ -92,4 +92,18 @@ absl::Status CheckJsonText(absl::string_view text) {
       checker.error().empty() ? "rejected by the parser" : checker.error()));
 }
 
+absl::Status CheckUtf8(absl::string_view text) {
+  try {
+    // Serializing a JSON string validates its UTF-8 (strictly: overlong
+    // forms and surrogates refused).
+    (void)nlohmann::json(std::string(text)).dump();
+  } catch (const nlohmann::json::type_error& e) {
+    std::string why = e.what();
+    if (size_t at = why.find("] "); at != std::string::npos)
+      why.erase(0, at + 2);
+    return absl::InvalidArgumentError(absl::StrCat("not UTF-8: ", why));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace mycel::store

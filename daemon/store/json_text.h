@@ -23,6 +23,12 @@ inline constexpr int kMaxJsonDepth = 100;
 // caller names the field.
 absl::Status CheckJsonText(absl::string_view text);
 
+// OK, or INVALID_ARGUMENT "not UTF-8: invalid UTF-8 byte at index N: 0xXX".
+// For a client to check a protobuf string field before sending it: gRPC
+// 1.51 answers a request whose string field is not UTF-8 with
+// UNIMPLEMENTED and no message.
+absl::Status CheckUtf8(absl::string_view text);
+
 }  // namespace mycel::store
 
 #endif  // MYCEL_DAEMON_STORE_JSON_TEXT_H_

@@ -86,6 +86,17 @@ TEST_CASE("mycel state get, put, del and ls, with their exit codes") {
   auto bad = d.Cli({"state", "put", "k", "{not json"});
   CHECK(bad.exit_code == 1);
   CHECK(bad.err.find("value: not a JSON text") != std::string::npos);
+  // Not UTF-8: named by the CLI (gRPC would refuse such a request with
+  // UNIMPLEMENTED and no message).
+  auto latin1 = d.Cli({"state", "put", "k", "\"caf\xe9\""});
+  CHECK(latin1.exit_code == 1);
+  CHECK(latin1.err.find("value: not a JSON text: ") != std::string::npos);
+  CHECK(latin1.err.find("ill-formed UTF-8") != std::string::npos);
+  auto latin1_key = d.Cli({"state", "put", "caf\xe9", "1"});
+  CHECK(latin1_key.exit_code == 1);
+  CHECK(latin1_key.err.find("key: not UTF-8: incomplete UTF-8 string; last "
+                            "byte: 0xE9") != std::string::npos);
+  CHECK(d.Cli({"state", "get", "caf\xe9"}).exit_code == 1);
   auto big = d.Cli({"state", "put", std::string(2000, 'k'), "1"});
   CHECK(big.exit_code == 1);
   CHECK(big.err.find("key: must be 1 to 1024 bytes") != std::string::npos);

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "doctest/doctest.h"
 
 namespace mycel::store {
@@ -88,6 +89,29 @@ TEST_CASE("CheckJsonText bounds nesting at kMaxJsonDepth, without recursion") {
   for (int i = 0; i < 100000; ++i) wide += "[],";
   wide += "[]]";
   CHECK(CheckJsonText(wide).ok());
+}
+
+TEST_CASE("CheckUtf8 takes UTF-8 and names the first byte that is not") {
+  CHECK(CheckUtf8("").ok());
+  CHECK(CheckUtf8("plain/key").ok());
+  CHECK(CheckUtf8("caf\xc3\xa9 \xf0\x9f\x8d\x84 \"quoted\" \\ \t").ok());
+  CHECK(CheckUtf8(std::string("nul\0inside", 11)).ok());
+  struct Case {
+    std::string text;
+    const char* why;
+  };
+  const Case cases[] = {
+      {"\xff", "invalid UTF-8 byte at index 0: 0xFF"},
+      {"ok\xc3", "incomplete UTF-8 string; last byte: 0xC3"},
+      {"a\xc0\xaf", "invalid UTF-8 byte at index 1: 0xC0"},       // overlong
+      {"ab\xed\xa0\x80", "invalid UTF-8 byte at index 3: 0xA0"},  // surrogate
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.text);
+    absl::Status s = CheckUtf8(c.text);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(s.message() == absl::StrCat("not UTF-8: ", c.why));
+  }
 }
 
 }  // namespace
