@@ -5,10 +5,13 @@
 #define MYCEL_CLI_CALL_H_
 
 #include <grpcpp/grpcpp.h>
+#include <stdio.h>
 
 #include <functional>
 #include <memory>
+#include <string>
 
+#include "absl/status/status.h"
 #include "cli/cli.h"
 #include "google/protobuf/message.h"
 
@@ -26,6 +29,12 @@ struct CallOptions {
   // Handles a failed call instead of Context::Fail; returns the exit code.
   std::function<int(const grpc::Status&)> on_error;
 };
+
+// OK, or INVALID_ARGUMENT "<field>: not UTF-8: ..." for the first string
+// field of `request` (nested ones too: "cell.process.args[2]") that is not
+// UTF-8. gRPC 1.51 would refuse such a request with UNIMPLEMENTED and no
+// message (proto3 strings must be UTF-8; a Unix argument need not be).
+absl::Status CheckUtf8Fields(const google::protobuf::Message& request);
 
 // A stub of `Stub`'s service on the context's channel. When the channel
 // cannot be made (an unreadable TLS file), prints why (Context::Fail),
@@ -47,6 +56,10 @@ template <typename Stub, typename Request, typename Response>
 int Call(Context& ctx, UnaryMethod<Stub, Request, Response> method,
          const Request& request, Response* response,
          const CallOptions& options = {}) {
+  if (absl::Status utf8 = CheckUtf8Fields(request); !utf8.ok()) {
+    fprintf(stderr, "mycel: %s\n", std::string(utf8.message()).c_str());
+    return kExitFailure;
+  }
   int exit_code = kExitOk;
   std::unique_ptr<Stub> stub = Connect<Stub>(ctx, &exit_code);
   if (stub == nullptr) return exit_code;

@@ -5,10 +5,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "cli/call.h"
 #include "cli/cli.h"
 #include "cli/cli_config.h"
+#include "daemon/store/json_text.h"
 #include "google/protobuf/util/json_util.h"
 #include "runtime/fs.h"
+#include "runtime/status.h"
 
 namespace mycel::cli {
 namespace {
@@ -166,6 +169,43 @@ int Context::Fail(const absl::Status& status) const {
   fprintf(stderr, "mycel: %s\n", std::string(status.message()).c_str());
   return status.code() == absl::StatusCode::kInvalidArgument ? kExitUsage
                                                              : kExitFailure;
+}
+
+namespace {
+
+absl::Status CheckUtf8Fields(const google::protobuf::Message& m,
+                             const std::string& prefix) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = m.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const FieldDescriptor* f : fields) {
+    const std::string name =
+        prefix.empty() ? f->name() : prefix + "." + f->name();
+    const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
+    for (int i = 0; i < n; ++i) {
+      const std::string at =
+          f->is_repeated() ? absl::StrCat(name, "[", i, "]") : name;
+      if (f->type() == FieldDescriptor::TYPE_STRING) {
+        absl::Status s =
+            store::CheckUtf8(f->is_repeated() ? r->GetRepeatedString(m, f, i)
+                                              : r->GetString(m, f));
+        if (!s.ok()) return Annotate(s, at);
+      } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        RETURN_IF_ERROR(CheckUtf8Fields(f->is_repeated()
+                                            ? r->GetRepeatedMessage(m, f, i)
+                                            : r->GetMessage(m, f),
+                                        at));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckUtf8Fields(const google::protobuf::Message& request) {
+  return CheckUtf8Fields(request, "");
 }
 
 int Context::PrintJson(const google::protobuf::Message& msg) const {

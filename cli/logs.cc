@@ -28,6 +28,10 @@ int Logs(Context& ctx, const std::vector<std::string>& args) {
     }
     req.set_tail_lines(n);
   }
+  if (absl::Status utf8 = CheckUtf8Fields(req); !utf8.ok()) {
+    fprintf(stderr, "mycel: %s\n", std::string(utf8.message()).c_str());
+    return kExitFailure;
+  }
   auto stub = Connect<mycel::v1::Executables::Stub>(ctx, &rc);
   if (stub == nullptr) return rc;
   // Following has no deadline.

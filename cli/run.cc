@@ -41,6 +41,10 @@ int Run(Context& ctx, const std::vector<std::string>& args) {
     return kRunDaemonError;
   }
 
+  if (absl::Status utf8 = CheckUtf8Fields(req); !utf8.ok()) {
+    ctx.Fail(utf8);
+    return kRunDaemonError;
+  }
   int unused = kExitOk;
   auto stub = Connect<mycel::v1::Cells::Stub>(ctx, &unused);
   if (stub == nullptr) return kRunDaemonError;

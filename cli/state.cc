@@ -31,15 +31,6 @@ std::vector<std::string> Words(const ParsedArgs& a) {
   return out;
 }
 
-// Whether `text`, bound for the request's `field`, is UTF-8; else says
-// so. gRPC would refuse the request with no message.
-bool Utf8OrSay(const char* field, const std::string& text) {
-  absl::Status s = store::CheckUtf8(text);
-  if (s.ok()) return true;
-  fprintf(stderr, "mycel: %s: %s\n", field, std::string(s.message()).c_str());
-  return false;
-}
-
 // A value for a table cell: one line, at most `width` characters.
 std::string Cell(const std::string& value, size_t width) {
   std::string out;
@@ -56,7 +47,6 @@ int Get(Context& ctx, const std::vector<std::string>& args) {
   std::vector<std::string> words = Words(*parsed);
   if (words.size() != 1) return Usage(kUsage, "want one KEY");
   mycel::v1::GetStateRequest req;
-  if (!Utf8OrSay("key", words[0])) return kExitFailure;
   req.set_key(words[0]);
   // The value alone on stdout, so that $(mycel state get k) is the JSON.
   return CallAndPrint(ctx, &State::Stub::Get, req,
@@ -80,7 +70,6 @@ int Put(Context& ctx, const std::vector<std::string>& args) {
     return kExitFailure;
   }
   mycel::v1::PutStateRequest req;
-  if (!Utf8OrSay("key", words[0])) return kExitFailure;
   req.set_key(words[0]);
   req.set_value(words[1]);
   if (parsed->has("--if-version")) {
@@ -101,7 +90,6 @@ int Del(Context& ctx, const std::vector<std::string>& args) {
   std::vector<std::string> words = Words(*parsed);
   if (words.size() != 1) return Usage(kUsage, "want one KEY");
   mycel::v1::DeleteStateRequest req;
-  if (!Utf8OrSay("key", words[0])) return kExitFailure;
   req.set_key(words[0]);
   return CallAndPrint(ctx, &State::Stub::Delete, req,
                       [](const mycel::v1::DeleteStateResponse& r) {
@@ -120,10 +108,7 @@ int Ls(Context& ctx, const std::vector<std::string>& args) {
   // Every page, gathered into one answer.
   mycel::v1::ListStateResponse all;
   mycel::v1::ListStateRequest req;
-  if (!words.empty()) {
-    if (!Utf8OrSay("prefix", words[0])) return kExitFailure;
-    req.set_prefix(words[0]);
-  }
+  if (!words.empty()) req.set_prefix(words[0]);
   for (bool first = true;; first = false) {
     mycel::v1::ListStateResponse page;
     int rc = Call(ctx, &State::Stub::List, req, &page);
@@ -153,10 +138,7 @@ int Watch(Context& ctx, const std::vector<std::string>& args) {
   std::vector<std::string> words = Words(*parsed);
   if (words.size() > 1) return Usage(kUsage, "want at most one PREFIX");
   mycel::v1::WatchStateRequest req;
-  if (!words.empty()) {
-    if (!Utf8OrSay("prefix", words[0])) return kExitFailure;
-    req.set_prefix(words[0]);
-  }
+  if (!words.empty()) req.set_prefix(words[0]);
   if (parsed->has("--from")) {
     int64_t from = 0;
     if (!absl::SimpleAtoi(parsed->get("--from"), &from) || from < 0) {
@@ -165,6 +147,10 @@ int Watch(Context& ctx, const std::vector<std::string>& args) {
                                         parsed->get("--from"), "\""));
     }
     req.set_from_revision(from);
+  }
+  if (absl::Status utf8 = CheckUtf8Fields(req); !utf8.ok()) {
+    fprintf(stderr, "mycel: %s\n", std::string(utf8.message()).c_str());
+    return kExitFailure;
   }
   int rc = kExitOk;
   auto stub = Connect<State::Stub>(ctx, &rc);

@@ -97,6 +97,14 @@ TEST_CASE("mycel state get, put, del and ls, with their exit codes") {
   CHECK(latin1_key.err.find("key: not UTF-8: incomplete UTF-8 string; last "
                             "byte: 0xE9") != std::string::npos);
   CHECK(d.Cli({"state", "get", "caf\xe9"}).exit_code == 1);
+  // Any command's string fields, nested ones included, the same way.
+  auto sql = d.Cli({"query", "SELECT 'caf\xe9!'"});
+  CHECK(sql.exit_code == 1);
+  CHECK(sql.err.find("sql: not UTF-8: invalid UTF-8 byte at index 12") !=
+        std::string::npos);
+  auto watch = d.Cli({"state", "watch", "caf\xe9!"});
+  CHECK(watch.exit_code == 1);
+  CHECK(watch.err.find("prefix: not UTF-8") != std::string::npos);
   auto big = d.Cli({"state", "put", std::string(2000, 'k'), "1"});
   CHECK(big.exit_code == 1);
   CHECK(big.err.find("key: must be 1 to 1024 bytes") != std::string::npos);
