@@ -432,8 +432,17 @@ TEST_CASE("node certificates renew themselves at two thirds of their life") {
                *ReadFile(a.daemon.state_dir() + "/mesh/node.crt") != first_a;
       },
       absl::Seconds(20)));
-  CHECK(Contains(b.daemon.Log(), "node certificate renewed"));
-  CHECK(Contains(a.daemon.Log(), "msg=\"node certificate renewed\" node=b"));
+  // Each node installs the new certificate, then logs it: the line can
+  // come a moment after the file (CI once read the log in between).
+  CHECK(Eventually(
+      [&] { return Contains(b.daemon.Log(), "node certificate renewed"); },
+      absl::Seconds(5)));
+  CHECK(Eventually(
+      [&] {
+        return Contains(a.daemon.Log(),
+                        "msg=\"node certificate renewed\" node=b");
+      },
+      absl::Seconds(5)));
   // Past the first certificates' end (+ the 2 s the servers take to re-read
   // the files): a new connection to each node succeeds.
   std::this_thread::sleep_for(std::chrono::seconds(8));
