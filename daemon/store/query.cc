@@ -287,6 +287,12 @@ absl::StatusOr<QueryResult> RunQuery(Store* store, absl::string_view sql,
     return absl::InvalidArgumentError(absl::StrCat(
         "sql: ", sql.size(), " bytes is over the limit of ", kMaxSqlBytes));
   }
+  // SQLite reads a statement up to its first NUL byte: what follows one
+  // would be neither run nor checked.
+  if (const size_t nul = sql.find('\0'); nul != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sql: a NUL byte at byte ", nul));
+  }
   ASSIGN_OR_RETURN(DbHandle db, OpenCopy(store, limits));
   Run run;
   {

@@ -155,6 +155,13 @@ TEST_CASE("attacks are refused with a real status and change nothing") {
     CHECK_MESSAGE(r.status().message().find(a.says) != absl::string_view::npos,
                   a.sql, " -> ", r.status().ToString());
   }
+  // SQLite stops reading at a NUL byte, so the text after one would go
+  // unread (and unchecked): refused, not cut short.
+  constexpr absl::string_view kNul("SELECT 1\0; DROP TABLE objects", 30);
+  auto nul = f.Run(std::string(kNul));
+  CHECK_MESSAGE(nul.status().code() == absl::StatusCode::kInvalidArgument,
+                nul.status().ToString());
+  CHECK(nul.status().message() == "sql: a NUL byte at byte 8");
   CHECK(f.Count("SELECT count(*) FROM objects") == objects);
   CHECK(f.Count("SELECT count(*) FROM join_tokens") == tokens);
   CHECK(f.Count("SELECT count(*) FROM sqlite_schema WHERE name='t'") == 0);
