@@ -185,6 +185,13 @@ int Replicator::PushHops() const {
 absl::Status Replicator::HandleMessage(absl::string_view peer,
                                        const v1::ReplicationMessage& message,
                                        absl::Time now) {
+  if (peer == options_.name) {
+    ++stats_.from_self;
+    return absl::PermissionDeniedError(absl::StrCat(
+        "a replication message from ", peer,
+        ", this node's own name: it reached itself, or another node holds "
+        "its certificate"));
+  }
   unknown_origins_.clear();
   absl::Status s;
   switch (message.body_case()) {

@@ -139,6 +139,9 @@ struct ReplicatorStats {
   uint64_t resyncs_completed = 0;  // full snapshots received whole
   uint64_t streams_timed_out = 0;
   uint64_t malformed = 0;
+  // Messages whose sender authenticated under this node's own name (a node
+  // that reached itself, or another that holds its certificate): refused.
+  uint64_t from_self = 0;
   uint64_t store_errors = 0;
   // A peer's digest holds more of this node's own changes than it does:
   // its database lost commits (restored from an older copy, or a power
@@ -192,7 +195,10 @@ class Replicator {
 
   // A message from `peer`, the name the transport authenticated. Returns
   // the first problem (a malformed message, a change the store refused),
-  // for the driver to log; the rest of the message is still used.
+  // for the driver to log; the rest of the message is still used. A
+  // message under this node's own name is refused whole
+  // (PERMISSION_DENIED): answering it would be talking to itself, or to
+  // another node with its certificate.
   absl::Status HandleMessage(absl::string_view peer,
                              const v1::ReplicationMessage& message,
                              absl::Time now);

@@ -455,5 +455,26 @@ TEST_CASE("garbage from a peer is refused and counted, not applied") {
   CHECK(s.messages_rejected == 1);
 }
 
+TEST_CASE("a message under this node's own name is refused, not answered") {
+  Cluster c(2);
+  v1::ReplicationMessage m;
+  m.mutable_digest()->set_reply(true);  // asks for an answer
+  const std::string bytes = m.SerializeAsString();
+  const uint64_t sent = c.node(0).driver->Stats().replicator.digests_sent;
+  c.node(0).driver->Deliver("node-0", bytes);
+  c.RunFor(absl::Milliseconds(10));
+  ReplicationDriverStats s = c.node(0).driver->Stats();
+  CHECK(s.messages_received == 1);
+  CHECK(s.messages_rejected == 1);
+  CHECK(s.replicator.from_self == 1);
+  CHECK(s.replicator.digests_sent == sent);
+  // The same from the peer is answered.
+  c.node(0).driver->Deliver("node-1", bytes);
+  c.RunFor(absl::Milliseconds(10));
+  s = c.node(0).driver->Stats();
+  CHECK(s.messages_rejected == 1);
+  CHECK(s.replicator.digests_sent > sent);
+}
+
 }  // namespace
 }  // namespace mycel::replication
