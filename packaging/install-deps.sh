@@ -6,6 +6,7 @@
 #                            that need no Go toolchain
 #   install-deps.sh --bench  also what the Go harnesses of the memberlist and
 #                            etcd benchmarks build with, and etcd itself
+#   install-deps.sh --fuzz   also libFuzzer's runtime (tests/fuzz/fuzz.sh)
 set -euo pipefail
 
 packages=(
@@ -27,8 +28,10 @@ if [ "${1:-}" = "--bench" ]; then
     golang-go golang-github-hashicorp-memberlist-dev golang-golang-x-sys-dev
     etcd-server etcd-client golang-etcd-server-dev golang-go.uber-zap-dev jq
   )
+elif [ "${1:-}" = "--fuzz" ]; then
+  packages+=(libclang-rt-14-dev)
 elif [ -n "${1:-}" ]; then
-  echo "install-deps: unknown argument $1 (expected --bench)" >&2
+  echo "install-deps: unknown argument $1 (expected --bench or --fuzz)" >&2
   exit 2
 fi
 
