@@ -16,7 +16,7 @@
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
-targets=(gossip_fuzz replication_fuzz query_fuzz parsers_fuzz)
+targets=(gossip_fuzz replication_fuzz query_fuzz parsers_fuzz cells_fuzz)
 die() { echo "fuzz.sh: $*" >&2; exit 2; }
 
 [[ $# -ge 1 ]] || die "usage: fuzz.sh TARGET [SECONDS] [libFuzzer options...] (--list for the targets)"
