@@ -6,6 +6,8 @@ mycel_test(json_text_test SRCS unit/daemon/json_text_test.cc
   DEPS mycel_json_text mycel_testing)
 mycel_test(query_test SRCS unit/daemon/query_test.cc
   DEPS mycel_store mycel_testing)
+mycel_test(query_service_test SRCS unit/daemon/query_service_test.cc
+  DEPS mycel_daemon mycel_testing)
 # Real myceld processes: the CLI, Watch over the socket, kill -9.
 mycel_test(state_integration_test SRCS integration/state_test.cc
   DEPS mycel_proto mycel_testing mycel_runtime

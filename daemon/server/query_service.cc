@@ -1,5 +1,7 @@
 #include "daemon/server/query_service.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/server/status_convert.h"
 #include "daemon/store/query.h"
@@ -11,9 +13,50 @@ namespace {
 constexpr int kMaxRows = 100000;
 constexpr int kMaxTimeoutMs = 30000;
 
+// How often a query waiting for a place looks whether its caller left.
+constexpr absl::Duration kCancelPoll = absl::Milliseconds(50);
+
 }  // namespace
 
-grpc::Status QueryService::Run(grpc::ServerContext*,
+absl::Status QueryGate::Enter(absl::Duration wait,
+                              absl::FunctionRef<bool()> cancelled) {
+  const absl::Time deadline = absl::Now() + wait;
+  absl::MutexLock lock(&mu_);
+  const absl::Condition free(
+      +[](QueryGate* g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g->mu_) {
+        return g->running_ < g->max_running_;
+      },
+      this);
+  while (running_ >= max_running_) {
+    if (cancelled()) {
+      return absl::CancelledError(
+          "query: the caller went away while it waited for a place");
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "query: ", max_running_,
+          " queries are running, the most this node runs at once, and none "
+          "ended within this one's time limit (",
+          absl::FormatDuration(wait), "); try again later"));
+    }
+    mu_.AwaitWithDeadline(free, std::min(deadline, now + kCancelPoll));
+  }
+  ++running_;
+  return absl::OkStatus();
+}
+
+void QueryGate::Leave() {
+  absl::MutexLock lock(&mu_);
+  --running_;
+}
+
+int QueryGate::running() const {
+  absl::MutexLock lock(&mu_);
+  return running_;
+}
+
+grpc::Status QueryService::Run(grpc::ServerContext* ctx,
                                const mycel::v1::QueryRequest* req,
                                mycel::v1::QueryResponse* resp) {
   store::QueryLimits limits;
@@ -31,8 +74,14 @@ grpc::Status QueryService::Run(grpc::ServerContext*,
   if (req->timeout_ms() > 0) {
     limits.timeout = absl::Milliseconds(req->timeout_ms());
   }
+  if (absl::Status s =
+          gate_.Enter(limits.timeout, [ctx] { return ctx->IsCancelled(); });
+      !s.ok()) {
+    return ToGrpc(s);
+  }
   absl::StatusOr<store::QueryResult> result =
       store::RunQuery(store_, req->sql(), limits);
+  gate_.Leave();
   if (!result.ok()) return ToGrpc(result.status());
   for (std::string& c : result->columns) resp->add_columns(std::move(c));
   for (std::vector<store::QueryValue>& row : result->rows) {

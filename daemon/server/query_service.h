@@ -3,22 +3,60 @@
 #ifndef MYCEL_DAEMON_SERVER_QUERY_SERVICE_H_
 #define MYCEL_DAEMON_SERVER_QUERY_SERVICE_H_
 
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "daemon/store/store.h"
 #include "mycel/v1/query.grpc.pb.h"
 
 namespace mycel {
 
+// How many queries run at once. Each holds a private copy of the database
+// in memory and a CPU for up to its time limit, so without a bound a caller
+// with the `read` rule could open hundreds at once (one per gRPC thread)
+// and take the node's memory. Thread-safe.
+class QueryGate {
+ public:
+  explicit QueryGate(int max_running) : max_running_(max_running) {}
+
+  // Takes a place, waiting up to `wait` for one to free up. Past it,
+  // RESOURCE_EXHAUSTED saying how many run; CANCELLED as soon as
+  // `cancelled` says the caller went away (asked every 50 ms).
+  absl::Status Enter(absl::Duration wait, absl::FunctionRef<bool()> cancelled);
+  // Gives back a place Enter took.
+  void Leave();
+
+  int running() const;
+  int max_running() const { return max_running_; }
+
+ private:
+  const int max_running_;
+  mutable absl::Mutex mu_;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 // Thread-safe. `store` must outlive it. A query runs on the calling gRPC
-// thread, for at most its time limit (it computes; it never waits).
+// thread, for at most its time limit (it computes; it never waits), once
+// the gate lets it: at most kMaxRunningQueries at once, and a query that
+// finds them all taken waits for a place up to its own time limit.
 class QueryService final : public mycel::v1::Query::Service {
  public:
-  explicit QueryService(store::Store* store) : store_(store) {}
+  static constexpr int kMaxRunningQueries = 4;
+
+  explicit QueryService(store::Store* store)
+      : store_(store), gate_(kMaxRunningQueries) {}
 
   grpc::Status Run(grpc::ServerContext*, const mycel::v1::QueryRequest*,
                    mycel::v1::QueryResponse*) override;
 
+  // Queries running now (tests).
+  int running() const { return gate_.running(); }
+
  private:
   store::Store* const store_;
+  QueryGate gate_;
 };
 
 }  // namespace mycel
