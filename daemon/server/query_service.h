@@ -13,10 +13,11 @@
 
 namespace mycel {
 
-// How many queries run at once. Each holds a private copy of the database
-// in memory and a CPU for up to its time limit, so without a bound a caller
-// with the `read` rule could open hundreds at once (one per gRPC thread)
-// and take the node's memory. Thread-safe.
+// How many queries run at once. Each copies its relations (the kv
+// namespace, the change log...) and holds a CPU for up to its time limit,
+// so without a bound a caller with the `read` rule could run hundreds at
+// once (one per gRPC thread) and take the node's memory and CPUs.
+// Thread-safe.
 class QueryGate {
  public:
   explicit QueryGate(int max_running) : max_running_(max_running) {}

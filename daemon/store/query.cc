@@ -15,7 +15,7 @@ namespace {
 
 constexpr size_t kMaxSqlBytes = 64 << 10;
 
-// What a query may read, built from the copy. Secrets (join token hashes,
+// What a query may read, built from the database. Secrets (join token hashes,
 // here and as the changes of mesh.tokens, the mesh row, meta) and protobuf
 // blobs stay out.
 struct Relation {
@@ -115,7 +115,7 @@ constexpr absl::string_view kFunctions[] = {
 };
 
 struct Run {
-  // Every table and view of the copy (lower case).
+  // Every table and view of the database (lower case).
   absl::flat_hash_set<std::string> tables;
   absl::Time deadline;
   bool timed_out = false;
@@ -147,7 +147,7 @@ int AuthorizeQuery(void* arg, int action, const char* a, const char* b,
       }
       // A read of no column (count(*)) names the table as written, with
       // the schema only when the query wrote one: unqualified, it is a
-      // relation, a CTE or a table of the copy. Only the last is refused,
+      // relation, a CTE or a table of the database. Only the last is refused,
       // so a CTE may not take a table's name.
       if (a != nullptr && db == nullptr && b != nullptr && b[0] == '\0') {
         const std::string name = absl::AsciiStrToLower(a);
@@ -211,20 +211,33 @@ absl::Status StepError(sqlite3* db, int rc, const Run& run,
   return absl::InvalidArgumentError(absl::StrCat("sql: ", Message(db)));
 }
 
-absl::StatusOr<DbHandle> OpenCopy(Store* store, const QueryLimits& limits) {
+absl::StatusOr<DbHandle> OpenSnapshot(Store* store, const QueryLimits& limits) {
+  // A connection of its own to the database file, read-only: in WAL mode
+  // it reads the last commit while the daemon's connection goes on
+  // writing, so a query holds no lock of the store's and copies only the
+  // relations, not the database.
   sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(
-      ":memory:", &raw,
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-      nullptr);
+  int rc = sqlite3_open_v2(store->path().c_str(), &raw,
+                           SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
   DbHandle db(raw);
-  if (rc != SQLITE_OK) return SqliteError("open a query database", raw, rc);
-  sqlite3_extended_result_codes(db.get(), 1);
-  RETURN_IF_ERROR(store->CopyTo(db.get()));
-  for (const Relation& r : kRelations) {
-    RETURN_IF_ERROR(Annotate(Exec(db.get(), r.sql),
-                             absl::StrCat("build relation ", r.name)));
+  if (rc != SQLITE_OK) {
+    return SqliteError("open the database for a query", raw, rc);
   }
+  sqlite3_extended_result_codes(db.get(), 1);
+  // A reader waits only while the WAL's index is rebuilt.
+  sqlite3_busy_timeout(db.get(), 1000);
+  // The relations are built in one read transaction: one snapshot, the
+  // same commit for every relation.
+  RETURN_IF_ERROR(Exec(db.get(), "BEGIN"));
+  for (const Relation& r : kRelations) {
+    absl::Status s = Exec(db.get(), r.sql);
+    if (!s.ok()) {
+      Exec(db.get(), "ROLLBACK").IgnoreError();
+      return Annotate(s, absl::StrCat("build relation ", r.name));
+    }
+  }
+  // Ends the read: the checkpointer may then copy past this snapshot.
+  RETURN_IF_ERROR(Exec(db.get(), "COMMIT"));
   // Hardening beyond the authorizer: no extension loading, no writes to the
   // schema, nothing attached, bounded values and statement text.
   sqlite3_db_config(db.get(), SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0,
@@ -293,7 +306,7 @@ absl::StatusOr<QueryResult> RunQuery(Store* store, absl::string_view sql,
     return absl::InvalidArgumentError(
         absl::StrCat("sql: a NUL byte at byte ", nul));
   }
-  ASSIGN_OR_RETURN(DbHandle db, OpenCopy(store, limits));
+  ASSIGN_OR_RETURN(DbHandle db, OpenSnapshot(store, limits));
   Run run;
   {
     ASSIGN_OR_RETURN(Stmt names,

@@ -1,18 +1,17 @@
 // RunQuery: read-only SQL over the local replica, for Query.Run and
 // `mycel query`.
 //
-// A query never touches the daemon's connection beyond one copy: the
-// database is copied (Store::CopyTo, under the store's lock) into a private
-// in-memory connection, and the relations a query may read (kv, nodes,
-// members, cells, executables, changes; QueryRelations) are built there as
-// temporary tables from the copy. The query runs on that connection alone,
-// so a slow or hostile query can neither block the writer nor change the
-// database. (The daemon's connection holds its file in exclusive locking
-// mode, so a second connection to the file could not read it anyway.)
+// A query never touches the daemon's connection: it opens the database
+// file read-only on a connection of its own and, in one read transaction
+// (WAL: a snapshot of the last commit, while the daemon goes on writing),
+// builds the relations a query may read (kv, nodes, members, cells,
+// executables, changes; QueryRelations) as temporary tables. The query
+// then runs on those alone, so a slow or hostile query can neither block
+// the writer nor change the database, and copies only what it may read.
 //
 // SQLite's authorizer then admits a single SELECT that reads only those
 // relations and calls only functions of an allow-list: no other table (the
-// copy's join tokens and mesh rows are unreachable), no PRAGMA, ATTACH,
+// join tokens and mesh rows are unreachable), no PRAGMA, ATTACH,
 // write, transaction or table-valued function. A progress handler stops it
 // at its time limit; the rows it returns stop at a row and a byte limit
 // (the result says it was truncated).
@@ -58,7 +57,7 @@ struct QueryResult {
 // The relations a query may read.
 std::span<const absl::string_view> QueryRelations();
 
-// Runs `sql` on a copy of `store`. Errors, after which nothing changed:
+// Runs `sql` on a snapshot of `store`. Errors, after which nothing changed:
 //  - INVALID_ARGUMENT: empty, too long, more than one statement, or not
 //    valid SQL (SQLite's message, naming field sql);
 //  - PERMISSION_DENIED: it writes, or reads or calls what it may not

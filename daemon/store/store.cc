@@ -920,21 +920,6 @@ absl::Status Store::SetMeta(absl::string_view key, absl::string_view value) {
       [&](Stmt& st) { st.Bind(1, key).Bind(2, value); });
 }
 
-absl::Status Store::CopyTo(sqlite3* dest) {
-  absl::MutexLock lock(&mu_);
-  sqlite3_backup* backup = sqlite3_backup_init(dest, "main", db_.get(), "main");
-  if (backup == nullptr) {
-    return SqliteError("copy the database", dest, sqlite3_errcode(dest));
-  }
-  int rc = sqlite3_backup_step(backup, -1);
-  int finish = sqlite3_backup_finish(backup);
-  if (rc != SQLITE_DONE) return SqliteError("copy the database", dest, rc);
-  if (finish != SQLITE_OK) {
-    return SqliteError("copy the database", dest, finish);
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Store::Checkpoint() {
   absl::MutexLock lock(&mu_);
   // Not beside a pass of the checkpointer, which would make it BUSY.

@@ -315,13 +315,6 @@ class Store {
   absl::StatusOr<std::string> GetMeta(absl::string_view key);
   absl::Status SetMeta(absl::string_view key, absl::string_view value);
 
-  // Copies the whole database into `dest` (another connection, such as an
-  // in-memory one) in one step under the lock: a consistent snapshot that
-  // the caller then reads without holding up this connection (the query
-  // API, daemon/store/query.h). Takes time in proportion to the database's
-  // size.
-  absl::Status CopyTo(sqlite3* dest) ABSL_LOCKS_EXCLUDED(mu_);
-
   // Copies the WAL into the main file and truncates it (used before a
   // shutdown so that the database is a single consistent file).
   absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);

@@ -5,8 +5,10 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "daemon/store/objects.h"
@@ -165,6 +167,66 @@ TEST_CASE("attacks are refused with a real status and change nothing") {
   CHECK(f.Count("SELECT count(*) FROM objects") == objects);
   CHECK(f.Count("SELECT count(*) FROM join_tokens") == tokens);
   CHECK(f.Count("SELECT count(*) FROM sqlite_schema WHERE name='t'") == 0);
+}
+
+TEST_CASE("a query reads the last commit while a write is under way") {
+  Fixture f;
+  // The store's connection in the middle of a transaction, holding the
+  // store's lock: a query needs neither, it reads the file's last commit.
+  std::atomic<bool> done{false};
+  absl::StatusOr<QueryResult> during = absl::UnknownError("not run");
+  std::thread query;
+  absl::Status wrote = f.store->InTransaction([&](Transaction& tx) {
+    absl::Status s = tx.Execute(
+        "INSERT INTO cells(name, spec, created_us) VALUES('c1', x'', 0)");
+    if (!s.ok()) return s;
+    query = std::thread([&] {
+      during = f.Run("SELECT count(*) FROM cells");
+      done = true;
+    });
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (!done && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    CHECK_MESSAGE(done, "the query waited for the writer");
+    return absl::OkStatus();
+  });
+  query.join();
+  REQUIRE(wrote.ok());
+  REQUIRE_MESSAGE(during.ok(), during.status().ToString());
+  CHECK(during->rows[0][0].integer == 0);  // not committed then
+  auto after = f.Run("SELECT count(*) FROM cells");
+  REQUIRE(after.ok());
+  CHECK(after->rows[0][0].integer == 1);
+}
+
+TEST_CASE("a running query holds up neither writes nor checkpoints") {
+  Fixture f;
+  QueryLimits limits;
+  limits.timeout = absl::Milliseconds(1500);
+  std::atomic<bool> done{false};
+  absl::Status ran;
+  std::thread query([&] {
+    ran = f.Run(
+               "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 "
+               "FROM c) SELECT count(*) FROM kv, c",
+               limits)
+              .status();
+    done = true;
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  REQUIRE(!done);
+  // Its read ended once its relations were built: a write commits, and a
+  // checkpoint that copies the whole WAL and truncates it (which an open
+  // read would make BUSY) goes through.
+  CHECK(f.objects->Write("kv", "app/c", "3").ok());
+  CHECK(f.store->Checkpoint().ok());
+  CHECK(!done);
+  query.join();
+  CHECK(absl::IsDeadlineExceeded(ran));
+  auto r = f.Run("SELECT count(*) FROM kv");
+  REQUIRE(r.ok());
+  CHECK(r->rows[0][0].integer == 3);
 }
 
 TEST_CASE("a query that runs forever stops at its time limit") {
