@@ -35,7 +35,7 @@ endfunction()
 mycel_fuzz(gossip_fuzz DEPS mycel_membership MUTATIONS 1000)
 # Each input opens a new database.
 mycel_fuzz(replication_fuzz DEPS mycel_replication mycel_store MUTATIONS 100)
-# Each query copies the database and may run to its time limit.
+# Each query builds its relations and may run to its time limit.
 mycel_fuzz(query_fuzz DEPS mycel_store MUTATIONS 40)
 # The seccomp filters run in the unit tests' BPF interpreter.
 mycel_fuzz(cells_fuzz DEPS mycel_cells MUTATIONS 2000

@@ -30,7 +30,6 @@ class QueryGate {
   void Leave();
 
   int running() const;
-  int max_running() const { return max_running_; }
 
  private:
   const int max_running_;

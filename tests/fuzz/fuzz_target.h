@@ -62,12 +62,6 @@ class Input {
     at_ += n;
     return s;
   }
-  // Everything left.
-  std::string Rest() {
-    std::string s(data_ + at_, size_ - at_);
-    at_ = size_;
-    return s;
-  }
 
  private:
   const char* data_;
