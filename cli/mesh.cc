@@ -47,6 +47,25 @@ int Usage(const char* cmd, const absl::Status& s) {
   return kExitUsage;
 }
 
+// The node is in the mesh but cannot serve it yet (its daemon retries): on
+// stderr, whatever the output format, so that a script sees it too.
+void WarnNotServing(const char* cmd, const mycel::v1::MeshInfo& info) {
+  if (info.listen_error().empty()) return;
+  fprintf(stderr,
+          "mycel mesh %s: warning: the node is in the mesh %s but does not "
+          "serve it on %s yet: %s (myceld retries; see mycel mesh info)\n",
+          cmd, info.mesh().c_str(), info.listen().c_str(),
+          info.listen_error().c_str());
+}
+
+// "ADDR", "ADDR (not serving: WHY)" or "-".
+std::string ListenColumn(const mycel::v1::MeshInfo& info) {
+  if (info.listen().empty()) return "-";
+  if (info.listen_error().empty()) return info.listen();
+  return absl::StrCat(info.listen(), " (not serving: ", info.listen_error(),
+                      ")");
+}
+
 int Init(Context& ctx, const std::vector<std::string>& args) {
   auto parsed = ParseArgs(args, {"--name", "--admin"}, {});
   if (!parsed.ok()) return Usage("init", parsed.status());
@@ -69,6 +88,7 @@ int Init(Context& ctx, const std::vector<std::string>& args) {
       WriteCredentials(absl::StrCat(*dir, "/", resp.mesh().mesh()),
                        resp.admin(), resp.mesh(), *dir + "/config.json");
   if (!file.ok()) return ctx.Fail(file.status());
+  WarnNotServing("init", resp.mesh());
   return Print(ctx, resp.mesh(), [&] {
     PrintKeyValues({
         {"MESH", resp.mesh().mesh()},
@@ -100,7 +120,7 @@ int Info(Context& ctx, const std::vector<std::string>& args) {
             {"AUTHORITY", info.authority() ? "yes" : "no"},
             {"CA SHA-256", info.ca_fingerprint()},
             {"CERT EXPIRES", FormatTime(info.certificate_expires())},
-            {"LISTEN", info.listen().empty() ? "-" : info.listen()},
+            {"LISTEN", ListenColumn(info)},
         });
         return kExitOk;
       });
@@ -303,6 +323,7 @@ int Join(Context& ctx, const std::vector<std::string>& args) {
   return CallAndPrint(
       ctx, &mycel::v1::Mesh::Stub::Join, req,
       [&](const mycel::v1::MeshInfo& info) {
+        WarnNotServing("join", info);
         PrintKeyValues({
             {"MESH", info.mesh()},
             {"NODE", info.spiffe_id()},

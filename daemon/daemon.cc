@@ -50,6 +50,8 @@ namespace {
 // the status changed.
 constexpr absl::string_view kNodeStatusNamespace = "node.status";
 constexpr absl::Duration kNodeStatusInterval = absl::Seconds(30);
+// The longest wait between two attempts to serve --listen after a join.
+constexpr absl::Duration kListenRetryMax = absl::Seconds(30);
 
 // The signals myceld handles, and what they mean (systemd's meanings).
 struct SignalMeaning {
@@ -216,7 +218,8 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
       std::make_unique<MembershipService>(&membership_, &replication_);
   if (mesh_ != nullptr) {
     set->mesh = std::make_unique<MeshService>(
-        mesh_.get(), authz, config_.listen(), [this] {
+        mesh_.get(), authz, config_.listen(),
+        [this] {
           // Runs on a gRPC thread: the listener is started on the loop, and
           // the answer to init waits for it (briefly), so that the caller
           // can use --listen as soon as init returns.
@@ -227,6 +230,10 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
             done->set_value();
           });
           started.wait_for(std::chrono::seconds(5));
+        },
+        [this] {
+          absl::MutexLock lock(&listen_mu_);
+          return listen_error_;
         });
   }
   if (store_ != nullptr) {
@@ -375,22 +382,39 @@ void Daemon::StartRotation() {
 
 void Daemon::OnMeshJoined() {
   StartRotation();
+  ServeMeshOverTcp();
+}
+
+void Daemon::ServeMeshOverTcp() {
   if (tcp_serving_ || stopping_) return;
-  absl::StatusOr<std::optional<ApiServer::Endpoint>> tcp =
-      TcpEndpoint(host_, schema_version_, safe_mode_);
-  if (!tcp.ok() || !tcp->has_value()) {
-    if (!tcp.ok()) {
-      log::Error("cannot serve the mesh over TCP", {{"error", tcp.status()}});
-    }
-    return;
+  absl::Status s = StartMeshServer();
+  {
+    absl::MutexLock lock(&listen_mu_);
+    listen_error_ = s.ok() ? "" : std::string(s.message());
   }
+  if (s.ok()) return;
+  // The node is in the mesh but unreachable until it serves: a port held
+  // by another process for a while (a client's ephemeral port, a previous
+  // daemon still closing) must not leave it so for good.
+  log::Error("cannot serve the mesh over TCP; will retry",
+             {{"listen", config_.listen()},
+              {"error", s},
+              {"retry_in", absl::FormatDuration(listen_retry_)}});
+  clock_.RunAfter(listen_retry_, [this] { ServeMeshOverTcp(); });
+  listen_retry_ = std::min(listen_retry_ * 2, kListenRetryMax);
+}
+
+absl::Status Daemon::StartMeshServer() {
+  ASSIGN_OR_RETURN(std::optional<ApiServer::Endpoint> tcp,
+                   TcpEndpoint(host_, schema_version_, safe_mode_));
+  if (!tcp.has_value()) return absl::OkStatus();  // nothing to serve
   std::vector<ApiServer::Endpoint> endpoints;
-  endpoints.push_back(**std::move(tcp));
+  endpoints.push_back(*std::move(tcp));
   absl::StatusOr<std::unique_ptr<ApiServer>> server =
       ApiServer::Start(&io_, std::move(endpoints));
   if (!server.ok()) {
-    log::Error("cannot serve the mesh over TCP", {{"error", server.status()}});
-    return;
+    services_.pop_back();  // TcpEndpoint's, served by nothing
+    return server.status();
   }
   mesh_server_ = *std::move(server);
   tcp_serving_ = true;
@@ -398,6 +422,7 @@ void Daemon::OnMeshJoined() {
   log::Info(
       "serving the mesh over TCP",
       {{"listen", config_.listen()}, {"tcp_port", mesh_server_->port("tcp")}});
+  return absl::OkStatus();
 }
 
 void Daemon::StartMembership(int tcp_port) {

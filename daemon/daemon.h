@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cells/cell_manager.h"
 #include "daemon/init/pid1.h"
@@ -109,6 +110,10 @@ class Daemon {
   // After `mycel mesh init` or a join: starts serving --listen with the
   // node's new certificate, if it was not served yet. On the event loop.
   void OnMeshJoined();
+  // Serves the mesh on --listen; retried with backoff while it cannot
+  // (event loop only).
+  void ServeMeshOverTcp();
+  absl::Status StartMeshServer();
   // Starts renewing the node certificate, once the node is in a mesh.
   void StartRotation();
   // Starts membership once TCP is served on `tcp_port` (the bound port,
@@ -187,6 +192,11 @@ class Daemon {
   // OnMeshJoined); before that, TCP is part of server_ or not served.
   std::unique_ptr<ApiServer> mesh_server_;
   bool tcp_serving_ = false;
+  // Why --listen is not served yet after a join (MeshInfo.listen_error),
+  // and the wait before the next attempt (event loop only).
+  absl::Mutex listen_mu_;
+  std::string listen_error_ ABSL_GUARDED_BY(listen_mu_);
+  absl::Duration listen_retry_ = absl::Seconds(1);
   // The last node.status value written (event loop only).
   std::string published_status_;
   absl::Duration token_sweep_interval_ = absl::Minutes(5);

@@ -78,6 +78,7 @@ void MeshService::FillInfo(mycel::v1::MeshInfo* info) const {
   *info->mutable_certificate_expires() = ToProto(s.certificate_expires);
   info->set_ca_certificate(s.ca_pem);
   info->set_listen(listen_);
+  if (listen_error_) info->set_listen_error(listen_error_());
 }
 
 grpc::Status MeshService::Init(grpc::ServerContext*,

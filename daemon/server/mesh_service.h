@@ -16,15 +16,18 @@ namespace mycel {
 // Thread-safe. `mesh` and `authz` (the authorizer of the endpoint this
 // instance serves) must outlive it. `listen` is where this node serves the
 // mesh, told to the authority when it joins. `on_joined` (may be empty) is
-// called after the node entered a mesh, from a gRPC thread.
+// called after the node entered a mesh, from a gRPC thread. `listen_error`
+// (may be empty) says why the node does not serve `listen` yet.
 class MeshService final : public mycel::v1::Mesh::Service {
  public:
   MeshService(identity::MeshNode* mesh, const identity::Authorizer* authz,
-              std::string listen, std::function<void()> on_joined)
+              std::string listen, std::function<void()> on_joined,
+              std::function<std::string()> listen_error = nullptr)
       : mesh_(mesh),
         authz_(authz),
         listen_(std::move(listen)),
-        on_joined_(std::move(on_joined)) {}
+        on_joined_(std::move(on_joined)),
+        listen_error_(std::move(listen_error)) {}
 
   grpc::Status Init(grpc::ServerContext* ctx,
                     const mycel::v1::InitMeshRequest* req,
@@ -79,6 +82,7 @@ class MeshService final : public mycel::v1::Mesh::Service {
   const identity::Authorizer* const authz_;
   const std::string listen_;
   const std::function<void()> on_joined_;
+  const std::function<std::string()> listen_error_;
 };
 
 }  // namespace mycel

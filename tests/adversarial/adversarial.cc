@@ -52,18 +52,6 @@ int ConnectTcp(int port) {
   return fd;
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 Pki::Pki(std::string dir) : dir_(std::move(dir)) {
   testing::Run({std::string(MYCEL_SOURCE_DIR) + "/packaging/gen-pki.sh", dir_});
 }

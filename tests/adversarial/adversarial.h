@@ -36,9 +36,6 @@ std::chrono::milliseconds Elapsed(std::chrono::steady_clock::time_point since);
 int ConnectUnix(const std::string& path);
 int ConnectTcp(int port);
 
-// A free TCP port on 127.0.0.1 (free when asked).
-int FreePort();
-
 // A throwaway CA and certificates (packaging/gen-pki.sh).
 class Pki {
  public:

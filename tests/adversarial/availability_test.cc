@@ -19,6 +19,7 @@
 #include "mycel/v1/cells.grpc.pb.h"
 #include "mycel/v1/node.grpc.pb.h"
 #include "tests/adversarial/adversarial.h"
+#include "tests/testing/ports.h"
 
 namespace mycel {
 namespace {
@@ -169,7 +170,7 @@ TEST_CASE("TCP: floods are refused per source, then valid clients get in") {
   // Defect 7 on the TCP port: unauthenticated connections must be bounded.
   TempDir dir;
   adversarial::Pki pki(dir.Sub("pki"));
-  const int port = adversarial::FreePort();
+  const int port = testing::FreePort();
   // A per-source limit below the descriptor reserve (512 - 64), so that
   // it is the per-source refusal that this flood meets first.
   std::vector<std::string> flags = pki.ServerFlags(port);
@@ -206,7 +207,7 @@ TEST_CASE("TCP: floods are refused per source, then valid clients get in") {
 TEST_CASE("a connection that never completes its handshake is dropped") {
   TempDir dir;
   adversarial::Pki pki(dir.Sub("pki"));
-  const int port = adversarial::FreePort();
+  const int port = testing::FreePort();
   DaemonProcess d(dir.path(), pki.ServerFlags(port));
   REQUIRE(d.Start());
   int fd = adversarial::ConnectTcp(port);

@@ -19,12 +19,14 @@
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "mycel/v1/node.grpc.pb.h"
 #include "runtime/fs.h"
+#include "tests/testing/ports.h"
 #include "tests/testing/process.h"
 
 namespace mycel {
 namespace {
 
 using testing::DaemonProcess;
+using testing::FreePort;
 using testing::TempDir;
 
 std::shared_ptr<grpc::Channel> UnixChannel(const std::string& socket) {
@@ -37,18 +39,6 @@ std::unique_ptr<grpc::ClientContext> Call() {
   ctx->set_deadline(std::chrono::system_clock::now() +
                     std::chrono::seconds(10));
   return ctx;
-}
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 TEST_CASE("GetInfo over the unix socket with a generated client") {

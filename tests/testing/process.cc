@@ -102,6 +102,13 @@ TempDir::~TempDir() {
   for (auto it = mounts.rbegin(); it != mounts.rend(); ++it) {
     umount2(it->c_str(), MNT_DETACH);
   }
+  // MYCEL_TEST_KEEP_DIRS=1 leaves the tree (daemon logs, databases) for a
+  // look after a failure.
+  const char* keep = getenv("MYCEL_TEST_KEEP_DIRS");
+  if (keep != nullptr && *keep != '\0' && *keep != '0') {
+    fprintf(stderr, "kept test directory %s\n", path_.c_str());
+    return;
+  }
   nftw(
       path_.c_str(),
       [](const char* p, const struct stat*, int, struct FTW*) {

@@ -4,7 +4,10 @@
 // certificates that renew themselves without a restart.
 #include <doctest/doctest.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -118,6 +121,57 @@ TEST_CASE("two nodes on one machine: join, and a restart keeps the member") {
   CommandResult again = Join(b, a, Token(a));
   CHECK(again.exit_code == 1);
   CHECK(Contains(again.err, "already in the mesh test"));
+}
+
+TEST_CASE(
+    "a joined node whose --listen port is taken says so, and serves once it "
+    "is free") {
+  Node a({"--node-name", "a"});
+  Node b({"--node-name", "b"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  // b serves TCP only once it is in a mesh; until then another process may
+  // take its port (a client's ephemeral port, for one).
+  int port = 0;
+  REQUIRE(absl::SimpleAtoi(b.addr.substr(b.addr.rfind(':') + 1), &port));
+  int holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(holder >= 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(port);
+  REQUIRE(bind(holder, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0);
+  REQUIRE(listen(holder, 1) == 0);
+  CommandResult join = Join(b, a, Token(a));
+  // The join itself succeeded (b is a member, the token is used), so the
+  // exit code is 0; the warning says what is missing.
+  CHECK_MESSAGE(join.exit_code == 0, join.err);
+  CHECK_MESSAGE(
+      Contains(join.err, absl::StrCat("does not serve it on ", b.addr, " yet")),
+      join.err);
+  CHECK_MESSAGE(Contains(join.err, "Address already in use"), join.err);
+  CHECK(Contains(b.Local({"mesh", "info"}).out, "(not serving: "));
+  CHECK(Contains(b.daemon.Log(), "cannot serve the mesh over TCP; will retry"));
+  // The port is free again: b's next attempt serves it, without a restart,
+  // and a sees b as a member.
+  close(holder);
+  CHECK(Eventually(
+      [&] { return Contains(b.daemon.Log(), "serving the mesh over TCP"); },
+      absl::Seconds(10)));
+  CommandResult info = b.Local({"mesh", "info"});
+  CHECK(Contains(info.out, b.addr));
+  CHECK_FALSE(Contains(info.out, "not serving"));
+  CHECK(Eventually(
+      [&] {
+        for (absl::string_view line :
+             absl::StrSplit(a.Local({"mesh", "members"}).out, '\n')) {
+          if (Contains(std::string(line), b.addr)) {
+            return Contains(std::string(line), "alive");
+          }
+        }
+        return false;
+      },
+      absl::Seconds(15)));
 }
 
 TEST_CASE("a node whose CA does not match the pin never receives the secret") {
