@@ -20,35 +20,35 @@ constexpr size_t kMaxSqlBytes = 64 << 10;
 // blobs stay out.
 struct Relation {
   absl::string_view name;
-  absl::string_view sql;
+  absl::string_view select;  // its rows, in order
 };
 
 constexpr Relation kRelations[] = {
     {"kv",
-     "CREATE TABLE temp.kv AS SELECT o.key AS key, CAST(o.value AS TEXT) AS "
+     "SELECT o.key AS key, CAST(o.value AS TEXT) AS "
      "value, o.origin || ':' || o.seq || '@' || printf('%x', o.hlc) AS "
      "version, o.origin AS origin, o.seq "
      "AS seq, o.hlc AS hlc, c.revision AS revision FROM main.objects o LEFT "
      "JOIN main.kv_changes c ON c.key=o.key WHERE o.namespace='kv' AND "
      "o.value IS NOT NULL ORDER BY o.key"},
     {"nodes",
-     "CREATE TABLE temp.nodes AS SELECT key AS name, CAST(value AS TEXT) AS "
+     "SELECT key AS name, CAST(value AS TEXT) AS "
      "status, origin, seq, hlc FROM main.objects WHERE "
      "namespace='node.status' AND value IS NOT NULL AND instr(key, '/')=0 "
      "ORDER BY key"},
     {"members",
-     "CREATE TABLE temp.members AS SELECT name, CASE state WHEN 1 THEN "
+     "SELECT name, CASE state WHEN 1 THEN "
      "'alive' WHEN 2 THEN 'suspect' WHEN 3 THEN 'dead' WHEN 4 THEN 'left' "
      "ELSE 'unknown' END AS state, incarnation, state_since_us, last_heard_us "
      "FROM main.members ORDER BY name"},
     {"cells",
-     "CREATE TABLE temp.cells AS SELECT name, created_us, init_pid, ephemeral "
+     "SELECT name, created_us, init_pid, ephemeral "
      "FROM main.cells ORDER BY name"},
     {"executables",
-     "CREATE TABLE temp.executables AS SELECT cell, name, pid FROM "
+     "SELECT cell, name, pid FROM "
      "main.executables ORDER BY cell, name"},
     {"changes",
-     "CREATE TABLE temp.changes AS SELECT origin, seq, hlc, tbl, key, "
+     "SELECT origin, seq, hlc, tbl, key, "
      "CAST(value AS TEXT) AS value FROM main.change_log WHERE NOT (tbl = "
      "'objects' AND key LIKE 'mesh.tokens/%') ORDER BY hlc, origin"},
 };
@@ -117,6 +117,9 @@ constexpr absl::string_view kFunctions[] = {
 struct Run {
   // Every table and view of the database (lower case).
   absl::flat_hash_set<std::string> tables;
+  // The relations the statement names (lower case), noted by the
+  // authorizer as it prepares it.
+  absl::flat_hash_set<std::string> named;
   absl::Time deadline;
   bool timed_out = false;
   std::string refused;  // why the authorizer said no
@@ -143,6 +146,7 @@ int AuthorizeQuery(void* arg, int action, const char* a, const char* b,
       // trigger/view name proves nothing and is not used.
       if (a != nullptr && db != nullptr && absl::string_view(db) == "temp" &&
           Listed(kRelationNames, a)) {
+        run->named.insert(absl::AsciiStrToLower(a));
         return SQLITE_OK;
       }
       // A read of no column (count(*)) names the table as written, with
@@ -151,9 +155,13 @@ int AuthorizeQuery(void* arg, int action, const char* a, const char* b,
       // so a CTE may not take a table's name.
       if (a != nullptr && db == nullptr && b != nullptr && b[0] == '\0') {
         const std::string name = absl::AsciiStrToLower(a);
-        if (Listed(kRelationNames, name) ||
-            (!run->tables.contains(name) &&
-             !absl::StartsWith(name, "sqlite_"))) {
+        if (Listed(kRelationNames, name)) {
+          // A CTE of a relation's name lands here too: the relation is
+          // then built for nothing, never missed.
+          run->named.insert(name);
+          return SQLITE_OK;
+        }
+        if (!run->tables.contains(name) && !absl::StartsWith(name, "sqlite_")) {
           return SQLITE_OK;
         }
       }
@@ -211,11 +219,15 @@ absl::Status StepError(sqlite3* db, int rc, const Run& run,
   return absl::InvalidArgumentError(absl::StrCat("sql: ", Message(db)));
 }
 
-absl::StatusOr<DbHandle> OpenSnapshot(Store* store, const QueryLimits& limits) {
+// Opens the database for a query and begins the read transaction that
+// every relation is built in (one snapshot: the same commit for all), with
+// the relations created empty, so that preparing the query against them
+// tells which it reads.
+absl::StatusOr<DbHandle> OpenSnapshot(Store* store) {
   // A connection of its own to the database file, read-only: in WAL mode
   // it reads the last commit while the daemon's connection goes on
   // writing, so a query holds no lock of the store's and copies only the
-  // relations, not the database.
+  // relations it reads, not the database.
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(store->path().c_str(), &raw,
                            SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -226,30 +238,94 @@ absl::StatusOr<DbHandle> OpenSnapshot(Store* store, const QueryLimits& limits) {
   sqlite3_extended_result_codes(db.get(), 1);
   // A reader waits only while the WAL's index is rebuilt.
   sqlite3_busy_timeout(db.get(), 1000);
-  // The relations are built in one read transaction: one snapshot, the
-  // same commit for every relation.
-  RETURN_IF_ERROR(Exec(db.get(), "BEGIN"));
-  for (const Relation& r : kRelations) {
-    absl::Status s = Exec(db.get(), r.sql);
-    if (!s.ok()) {
-      Exec(db.get(), "ROLLBACK").IgnoreError();
-      return Annotate(s, absl::StrCat("build relation ", r.name));
-    }
-  }
-  // Ends the read: the checkpointer may then copy past this snapshot.
-  RETURN_IF_ERROR(Exec(db.get(), "COMMIT"));
-  // Hardening beyond the authorizer: no extension loading, no writes to the
-  // schema, nothing attached, bounded values and statement text.
+  // Hardening beyond the authorizer, before any SQL of the caller's is
+  // prepared: no extension loading, no writes to the schema, nothing
+  // attached, bounded statement text.
   sqlite3_db_config(db.get(), SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0,
                     nullptr);
   sqlite3_db_config(db.get(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   sqlite3_db_config(db.get(), SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
   sqlite3_limit(db.get(), SQLITE_LIMIT_ATTACHED, 0);
-  sqlite3_limit(db.get(), SQLITE_LIMIT_LENGTH,
-                static_cast<int>(std::min<size_t>(limits.max_bytes, 1 << 30)));
   sqlite3_limit(db.get(), SQLITE_LIMIT_SQL_LENGTH, kMaxSqlBytes);
-  RETURN_IF_ERROR(Exec(db.get(), "PRAGMA query_only=1"));
+  RETURN_IF_ERROR(Exec(db.get(), "BEGIN"));
+  for (const Relation& r : kRelations) {
+    // LIMIT 0 reads no row; the columns and their affinities are those of
+    // the full relation.
+    absl::Status s = Exec(db.get(), absl::StrCat("CREATE TABLE temp.", r.name,
+                                                 " AS ", r.select, " LIMIT 0"));
+    if (!s.ok()) {
+      Exec(db.get(), "ROLLBACK").IgnoreError();
+      return Annotate(s, absl::StrCat("create relation ", r.name));
+    }
+  }
   return db;
+}
+
+// Fills the relations the query named (run.named) from the snapshot, ends
+// the read transaction (the checkpointer may then copy past it), and leaves
+// the connection able only to read. The time limit counts from before the
+// build: a query over a large relation is bounded as a whole.
+absl::Status FillRelations(sqlite3* db, Run& run, const QueryLimits& limits,
+                           std::vector<std::string>* built) {
+  sqlite3_progress_handler(db, 1000, Progress, &run);
+  for (const Relation& r : kRelations) {
+    if (!run.named.contains(r.name)) continue;
+    absl::Status s =
+        Exec(db, absl::StrCat("INSERT INTO temp.", r.name, " ", r.select));
+    if (!s.ok()) {
+      Exec(db, "ROLLBACK").IgnoreError();
+      if (run.timed_out) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "query ran past its time limit of ",
+            absl::FormatDuration(limits.timeout), " (reading ", r.name, ")"));
+      }
+      return Annotate(s, absl::StrCat("build relation ", r.name));
+    }
+    built->push_back(std::string(r.name));
+  }
+  RETURN_IF_ERROR(Exec(db, "COMMIT"));
+  sqlite3_limit(db, SQLITE_LIMIT_LENGTH,
+                static_cast<int>(std::min<size_t>(limits.max_bytes, 1 << 30)));
+  return Exec(db, "PRAGMA query_only=1");
+}
+
+using StmtPtr = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
+
+// Prepares `sql`, the one SELECT of a query, under the authorizer set on
+// `db`.
+absl::StatusOr<StmtPtr> PrepareQuery(sqlite3* db, absl::string_view sql,
+                                     const Run& run,
+                                     const QueryLimits& limits) {
+  const char* tail = nullptr;
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()),
+                              &raw, &tail);
+  StmtPtr stmt(raw);
+  if (rc != SQLITE_OK) return StepError(db, rc, run, limits);
+  if (stmt == nullptr) {
+    return absl::InvalidArgumentError("sql: holds no statement");
+  }
+  // Whatever follows the statement must be blank or comments: preparing
+  // it yields no statement then.
+  const size_t used = static_cast<size_t>(tail - sql.data());
+  if (used < sql.size()) {
+    sqlite3_stmt* next = nullptr;
+    int rc2 = sqlite3_prepare_v2(db, tail, static_cast<int>(sql.size() - used),
+                                 &next, nullptr);
+    StmtPtr second(next);
+    if (rc2 != SQLITE_OK || second != nullptr) {
+      return absl::InvalidArgumentError(
+          "sql: holds more than one statement; a query is one SELECT");
+    }
+  }
+  if (!sqlite3_stmt_readonly(stmt.get())) {
+    return absl::PermissionDeniedError(
+        "query: only SELECT is allowed; this statement writes");
+  }
+  if (sqlite3_column_count(stmt.get()) == 0) {
+    return absl::InvalidArgumentError("sql: not a query (it returns no rows)");
+  }
+  return stmt;
 }
 
 QueryValue ReadValue(sqlite3_stmt* st, int col, size_t* bytes) {
@@ -306,8 +382,9 @@ absl::StatusOr<QueryResult> RunQuery(Store* store, absl::string_view sql,
     return absl::InvalidArgumentError(
         absl::StrCat("sql: a NUL byte at byte ", nul));
   }
-  ASSIGN_OR_RETURN(DbHandle db, OpenSnapshot(store, limits));
   Run run;
+  run.deadline = absl::Now() + limits.timeout;
+  ASSIGN_OR_RETURN(DbHandle db, OpenSnapshot(store));
   {
     ASSIGN_OR_RETURN(Stmt names,
                      Stmt::Prepare(db.get(),
@@ -319,47 +396,24 @@ absl::StatusOr<QueryResult> RunQuery(Store* store, absl::string_view sql,
       run.tables.insert(names.ColumnText(0));
     }
   }
+  // First against the empty relations: the authorizer refuses what the
+  // query may not do before anything is built, and notes the relations it
+  // reads, the only ones built.
   sqlite3_set_authorizer(db.get(), AuthorizeQuery, &run);
-  const char* tail = nullptr;
-  sqlite3_stmt* raw = nullptr;
-  int rc = sqlite3_prepare_v2(db.get(), sql.data(),
-                              static_cast<int>(sql.size()), &raw, &tail);
-  std::unique_ptr<sqlite3_stmt, StmtFinalizer> stmt(raw);
-  if (rc != SQLITE_OK) return StepError(db.get(), rc, run, limits);
-  if (stmt == nullptr) {
-    return absl::InvalidArgumentError("sql: holds no statement");
-  }
-  // Whatever follows the statement must be blank or comments: preparing
-  // it yields no statement then.
-  const size_t used = static_cast<size_t>(tail - sql.data());
-  if (used < sql.size()) {
-    sqlite3_stmt* next = nullptr;
-    int rc2 = sqlite3_prepare_v2(
-        db.get(), tail, static_cast<int>(sql.size() - used), &next, nullptr);
-    std::unique_ptr<sqlite3_stmt, StmtFinalizer> second(next);
-    if (rc2 != SQLITE_OK || second != nullptr) {
-      return absl::InvalidArgumentError(
-          "sql: holds more than one statement; a query is one SELECT");
-    }
-  }
-  if (!sqlite3_stmt_readonly(stmt.get())) {
-    return absl::PermissionDeniedError(
-        "query: only SELECT is allowed; this statement writes");
-  }
+  RETURN_IF_ERROR(PrepareQuery(db.get(), sql, run, limits).status());
+  sqlite3_set_authorizer(db.get(), nullptr, nullptr);
   QueryResult result;
+  RETURN_IF_ERROR(FillRelations(db.get(), run, limits, &result.relations));
+  sqlite3_set_authorizer(db.get(), AuthorizeQuery, &run);
+  ASSIGN_OR_RETURN(StmtPtr stmt, PrepareQuery(db.get(), sql, run, limits));
   const int columns = sqlite3_column_count(stmt.get());
-  if (columns == 0) {
-    return absl::InvalidArgumentError("sql: not a query (it returns no rows)");
-  }
   for (int i = 0; i < columns; ++i) {
     const char* name = sqlite3_column_name(stmt.get(), i);
     result.columns.push_back(name != nullptr ? name : "");
   }
-  run.deadline = absl::Now() + limits.timeout;
-  sqlite3_progress_handler(db.get(), 1000, Progress, &run);
   size_t bytes = 0;
   for (;;) {
-    rc = sqlite3_step(stmt.get());
+    int rc = sqlite3_step(stmt.get());
     if (rc == SQLITE_DONE) break;
     if (rc != SQLITE_ROW) return StepError(db.get(), rc, run, limits);
     if (static_cast<int64_t>(result.rows.size()) >= limits.max_rows ||

@@ -52,6 +52,9 @@ struct QueryResult {
   std::vector<std::vector<QueryValue>> rows;
   // The query had more rows than the limits let through.
   bool truncated = false;
+  // The relations built for it, those the query names (in
+  // QueryRelations() order): the others cost it nothing.
+  std::vector<std::string> relations;
 };
 
 // The relations a query may read.

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "daemon/store/objects.h"
 #include "daemon/store/store.h"
 #include "tests/testing/process.h"
@@ -90,6 +91,58 @@ TEST_CASE("every relation can be read, with joins, CTEs and aggregates") {
       "changes c ON c.key = 'kv/' || k.key ORDER BY c.seq");
   REQUIRE_MESSAGE(cte.ok(), cte.status().ToString());
   CHECK(cte->rows.size() == 2);
+}
+
+TEST_CASE(
+    "a query builds only the relations it names, wherever it names them") {
+  Fixture f;
+  using Names = std::vector<std::string>;
+  auto members = f.Run("SELECT count(*) FROM members");
+  REQUIRE_MESSAGE(members.ok(), members.status().ToString());
+  CHECK(members->relations == Names{"members"});
+  auto none = f.Run("SELECT 1 + 1");
+  REQUIRE(none.ok());
+  CHECK(none->relations.empty());
+  CHECK(none->rows[0][0].integer == 2);
+  // In a subquery, qualified, joined through a CTE: built, with its rows.
+  auto sub = f.Run("SELECT 7 WHERE EXISTS (SELECT 1 FROM kv)");
+  REQUIRE(sub.ok());
+  CHECK(sub->relations == Names{"kv"});
+  CHECK(sub->rows.size() == 1);
+  auto qualified = f.Run("SELECT count(*) FROM temp.kv");
+  REQUIRE(qualified.ok());
+  CHECK(qualified->relations == Names{"kv"});
+  CHECK(qualified->rows[0][0].integer == 2);
+  auto joined = f.Run(
+      "WITH k AS (SELECT key FROM kv) SELECT count(*) FROM k JOIN changes c "
+      "ON c.key = 'kv/' || k.key");
+  REQUIRE(joined.ok());
+  CHECK(joined->relations == Names{"kv", "changes"});
+  CHECK(joined->rows[0][0].integer == 2);
+  // A CTE that takes a relation's name shadows it: the relation is built
+  // for nothing, and the query reads the CTE.
+  auto shadow = f.Run("WITH kv AS (SELECT 5 AS x) SELECT x FROM kv");
+  REQUIRE(shadow.ok());
+  REQUIRE(shadow->rows.size() == 1);
+  CHECK(shadow->rows[0][0].integer == 5);
+}
+
+TEST_CASE("the time limit covers building the relations a query reads") {
+  Fixture f;
+  for (int i = 0; i < 300; ++i) {
+    REQUIRE(f.objects->Write("kv", absl::StrCat("many/", i), "1").ok());
+  }
+  QueryLimits limits;
+  limits.timeout = absl::Nanoseconds(1);
+  auto r = f.Run("SELECT count(*) FROM kv", limits);
+  CHECK_MESSAGE(absl::IsDeadlineExceeded(r.status()), r.status().ToString());
+  CHECK_MESSAGE(absl::StrContains(r.status().message(), "(reading kv)"),
+                r.status().ToString());
+  // A query that reads none of it is not held up by it.
+  limits.timeout = absl::Seconds(10);
+  auto quick = f.Run("SELECT count(*) FROM members", limits);
+  REQUIRE_MESSAGE(quick.ok(), quick.status().ToString());
+  CHECK(quick->relations == std::vector<std::string>{"members"});
 }
 
 TEST_CASE("attacks are refused with a real status and change nothing") {
