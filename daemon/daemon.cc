@@ -304,6 +304,12 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
     tcp_serving_ = true;
   }
   ASSIGN_OR_RETURN(server_, ApiServer::Start(&io_, std::move(endpoints)));
+  if (objects_ != nullptr) {
+    // Checked when the config was read.
+    clock_.RunAfter(replication::GcInterval(
+                        TombstoneRetention(config_).value_or(absl::Hours(72))),
+                    [this] { CollectGarbageAlone(); });
+  }
   if (tcp_serving_ && safe_mode.empty()) StartMembership(server_->port("tcp"));
   absl::Duration start_to_ready = BootClockNow() - boot_to_start_;
   for (auto& set : services_) set->node->SetStartToReady(start_to_ready);
@@ -771,6 +777,32 @@ void Daemon::PublishNodeStatus() {
   }
   if (!s.ok()) log::Warn("cannot publish the node status", {{"error", s}});
   clock_.RunAfter(kNodeStatusInterval, [this] { PublishNodeStatus(); });
+}
+
+void Daemon::CollectGarbageAlone() {
+  if (stopping_) return;
+  const absl::Duration retention =
+      TombstoneRetention(config_).value_or(absl::Hours(72));
+  const bool in_mesh = mesh_ != nullptr && !mesh_->Status().mesh.empty();
+  if (!in_mesh && !replication_.running()) {
+    // Kept, as a replicator keeps them: each origin's last change, and
+    // what peers will need is theirs by a full resync once this node
+    // joins (its floor rose).
+    const store::HlcTime cutoff =
+        store::MakeHlc(absl::ToUnixMillis(clock_.Now() - retention), 0);
+    absl::StatusOr<store::VersionVector> held = objects_->Versions();
+    absl::StatusOr<store::GcResult> r =
+        held.ok() ? objects_->CollectGarbage(*held, cutoff)
+                  : absl::StatusOr<store::GcResult>(held.status());
+    if (!r.ok()) {
+      log::Warn("cannot collect the change log", {{"error", r.status()}});
+    } else if (r->log_changes > 0 || r->tombstones > 0) {
+      log::Debug("change log collected",
+                 {{"changes", r->log_changes}, {"tombstones", r->tombstones}});
+    }
+  }
+  clock_.RunAfter(replication::GcInterval(retention),
+                  [this] { CollectGarbageAlone(); });
 }
 
 void Daemon::CollectExpiredTokens() {

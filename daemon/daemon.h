@@ -110,6 +110,10 @@ class Daemon {
   // After `mycel mesh init` or a join: starts serving --listen with the
   // node's new certificate, if it was not served yet. On the event loop.
   void OnMeshJoined();
+  // Collects the change log and tombstones of a node outside a mesh, which
+  // has no replicator to do it (every change is seen by all its members:
+  // itself), every GcInterval; reschedules itself (event loop only).
+  void CollectGarbageAlone();
   // Serves the mesh on --listen; retried with backoff while it cannot
   // (event loop only).
   void ServeMeshOverTcp();

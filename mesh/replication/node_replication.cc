@@ -5,6 +5,10 @@
 
 namespace mycel::replication {
 
+absl::Duration GcInterval(absl::Duration tombstone_max_age) {
+  return std::clamp(tombstone_max_age / 4, absl::Seconds(1), absl::Minutes(1));
+}
+
 // Polls the members on the clock and hands them to the driver; stops when
 // told to (the clock cannot cancel a timer).
 struct NodeReplication::Poller : std::enable_shared_from_this<Poller> {
@@ -50,8 +54,7 @@ absl::Status NodeReplication::Start(Options o) {
   d.replicator.random_seed = absl::ToUnixNanos(o.clock->Now());
   d.replicator.await_durable = true;
   d.replicator.tombstone_max_age = o.tombstone_max_age;
-  d.replicator.gc_interval =
-      std::clamp(o.tombstone_max_age / 4, absl::Seconds(1), absl::Minutes(1));
+  d.replicator.gc_interval = GcInterval(o.tombstone_max_age);
   d.clock = o.clock;
   d.io = o.io;
   d.transport = transport_.get();

@@ -25,6 +25,10 @@
 
 namespace mycel::replication {
 
+// How often changes and tombstones are collected with a GC horizon of
+// `tombstone_max_age`: a quarter of it, from every second to every minute.
+absl::Duration GcInterval(absl::Duration tombstone_max_age);
+
 // Thread-safe. Start() once; before it (or after Stop) the other methods
 // answer FAILED_PRECONDITION or do nothing.
 class NodeReplication {

@@ -14,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "google/protobuf/util/json_util.h"
 #include "mycel/v1/state.grpc.pb.h"
 #include "tests/integration/mesh/mesh_cluster.h"
@@ -283,6 +284,66 @@ TEST_CASE(
   CHECK(st.error_code() == grpc::StatusCode::CANCELLED);
   REQUIRE(events.size() == 1);
   CHECK(events[0].type() == mycel::v1::StateEvent::TYPE_SYNCED);
+}
+
+TEST_CASE(
+    "a node outside a mesh collects its change log, keeps its values and "
+    "never reuses a sequence number") {
+  // No mesh, so no replicator: before, every put stayed in the log for
+  // good (a key written a million times, a million rows).
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--tombstone-retention", "4s"});
+  REQUIRE(d.Start());
+  auto stub = StateStub(d);
+  int64_t last_seq = 0;
+  auto put = [&](const std::string& key, const std::string& value) {
+    mycel::v1::PutStateRequest req;
+    req.set_key(key);
+    req.set_value(value);
+    mycel::v1::StateObject resp;
+    grpc::Status st = stub->Put(Call().get(), req, &resp);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    // origin:seq@hlc
+    const std::string& v = resp.version();
+    REQUIRE(absl::SimpleAtoi(
+        v.substr(v.find(':') + 1, v.find('@') - v.find(':') - 1), &last_seq));
+  };
+  for (int i = 1; i <= 40; ++i) put("gc/k", std::to_string(i));
+  put("gc/gone", "1");
+  mycel::v1::DeleteStateRequest del;
+  del.set_key("gc/gone");
+  mycel::v1::DeleteStateResponse dr;
+  REQUIRE(stub->Delete(Call().get(), del, &dr).ok());
+  const int64_t before = last_seq;
+  auto log_rows = [&] {
+    auto q =
+        d.Cli({"-o", "json", "query", "SELECT count(*) AS n FROM changes"});
+    REQUIRE_MESSAGE(q.exit_code == 0, q.err);
+    return q.out;
+  };
+  // Collected within a GC interval (a second here): only the origin's last
+  // change stays, which carries its last sequence number.
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  std::string rows = log_rows();
+  while (rows.find("\"n\": 1}") == std::string::npos &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+    rows = log_rows();
+  }
+  CHECK_MESSAGE(rows.find("\"n\": 1}") != std::string::npos, rows);
+  CHECK(d.Cli({"state", "get", "gc/k"}).out == "40\n");
+  auto gone = d.Cli({"state", "get", "gc/gone"});
+  CHECK(gone.exit_code == 1);
+  // The next write takes the next number, across a restart too.
+  put("gc/k", "41");
+  CHECK(last_seq > before);
+  REQUIRE(d.Signal(SIGTERM) == 0);
+  REQUIRE(d.Start());
+  stub = StateStub(d);
+  const int64_t before_restart = last_seq;
+  put("gc/k", "42");
+  CHECK(last_seq > before_restart);
+  CHECK(d.Cli({"state", "get", "gc/k"}).out == "42\n");
 }
 
 TEST_CASE("a put acknowledged before kill -9 is there after a restart") {

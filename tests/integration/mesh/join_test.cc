@@ -590,6 +590,38 @@ std::string QueryOne(const Node& n, const std::string& sql) {
 }
 
 TEST_CASE(
+    "a node that collected its change log alone joins, and the mesh gets "
+    "every key it holds") {
+  Node a({"--node-name", "a"});
+  Node b({"--node-name", "b", "--tombstone-retention", "4s"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  // Outside a mesh, b collects its own log (every second here).
+  for (int i = 1; i <= 20; ++i) {
+    REQUIRE(b.Local({"state", "put", absl::StrCat("pre/", i), absl::StrCat(i)})
+                .exit_code == 0);
+  }
+  REQUIRE(b.Local({"state", "put", "pre/1", "100"}).exit_code == 0);
+  REQUIRE(b.Local({"state", "del", "pre/2"}).exit_code == 0);
+  CHECK(Eventually(
+      [&] { return QueryOne(b, "SELECT count(*) FROM changes") == "1"; },
+      absl::Seconds(15)));
+  // Its log no longer holds the puts: a takes them by a full resync, each
+  // row signed once b has its key.
+  REQUIRE(Join(b, a, Token(a)).exit_code == 0);
+  CHECK(Eventually([&] { return StateGet(a, "pre/20") == "20"; },
+                   absl::Seconds(20)));
+  CHECK(StateGet(a, "pre/1") == "100");
+  CHECK(StateGet(a, "pre/3") == "3");
+  CHECK(a.Local({"state", "get", "pre/2"}).exit_code == 1);
+  CHECK(QueryOne(a, "SELECT count(*) FROM kv WHERE key LIKE 'pre/%'") == "19");
+  // And b goes on replicating as a member.
+  REQUIRE(b.Local({"state", "put", "post", "1"}).exit_code == 0);
+  CHECK(Eventually([&] { return StateGet(a, "post") == "1"; },
+                   absl::Seconds(10)));
+}
+
+TEST_CASE(
     "shared state rides on the replicated store: node status, and a "
     "revocation reaches a node that was away") {
   Node a({"--node-name", "a"});
