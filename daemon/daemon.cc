@@ -125,7 +125,10 @@ Daemon::~Daemon() {
   // Nothing runs the loop any more (Run returned, or was never called):
   // say so, so that the listeners close without waiting for it.
   io_.stop();
-  if (precompile_.joinable()) precompile_.join();
+  if (precompile_.joinable()) {
+    HurrySeccompPrecompiles();
+    precompile_.join();
+  }
 }
 
 absl::Status Daemon::PrepareStateDir() {

@@ -58,6 +58,15 @@ class ProgramCache final {
     return GetOrBuildLocked(key, build);
   }
 
+  // Background builds run at normal priority from now on (the one in
+  // progress raised, as a waiter would).
+  void Hurry() {
+    hurry_.store(true);
+    if (const pid_t bg = background_builder_.load(); bg != 0) {
+      setpriority(PRIO_PROCESS, static_cast<id_t>(bg), background_nice_.load());
+    }
+  }
+
   // GetOrBuild on a thread that runs at the lowest priority (nice 19)
   // unless another caller waits for its build.
   absl::Status BuildInBackground(
@@ -74,7 +83,9 @@ class ProgramCache final {
     background_nice_.store(before);
     background_builder_.store(static_cast<pid_t>(tid));
     setpriority(PRIO_PROCESS, tid, 19);
-    if (waiters_.load() > 0) setpriority(PRIO_PROCESS, tid, before);
+    if (waiters_.load() > 0 || hurry_.load()) {
+      setpriority(PRIO_PROCESS, tid, before);
+    }
     absl::Status s;
     {
       absl::MutexLock build_lock(&build_mu_);
@@ -114,6 +125,7 @@ class ProgramCache final {
   std::atomic<pid_t> background_builder_{0};
   std::atomic<int> background_nice_{0};
   std::atomic<int> waiters_{0};
+  std::atomic<bool> hurry_{false};
 
   // Held while compiling; never while holding mu_.
   absl::Mutex build_mu_ ABSL_ACQUIRED_BEFORE(mu_);
@@ -217,6 +229,8 @@ absl::StatusOr<SeccompProgram> CompileSeccomp(const SeccompOptions& options) {
   }
   return SeccompProgram(std::move(*instructions));
 }
+
+void HurrySeccompPrecompiles() { Cache().Hurry(); }
 
 absl::Status PrecompileSeccomp(const SeccompOptions& options) {
   RETURN_IF_ERROR(ValidateExtraDeny(options.extra_deny));
