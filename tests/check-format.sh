@@ -11,4 +11,10 @@ if ! clang-format --dry-run --Werror "${files[@]}"; then
   echo "clang-format: the files above need formatting (run: clang-format -i FILE)"
   exit 1
 fi
+# A raw NUL byte in a source (a '\0' written as the byte itself) builds
+# with some compilers and fails others under -Werror (-Wnull-character).
+if nul=$(grep -lP '\x00' -a -- "${files[@]}"); then
+  echo "raw NUL bytes in: ${nul} (write '\\0' instead)"
+  exit 1
+fi
 echo "clang-format: ${#files[@]} files clean"
