@@ -676,8 +676,9 @@ absl::StatusOr<SnapshotChunk> ObjectStore::ReadSnapshot(
   return chunk;
 }
 
-absl::Status ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
-                                        absl::string_view sender) {
+absl::StatusOr<size_t> ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
+                                                  absl::string_view sender,
+                                                  size_t max_refused) {
   for (const Object& o : chunk.rows) {
     RETURN_IF_ERROR(Validate(o.ns, o.key, o.value));
   }
@@ -685,6 +686,7 @@ absl::Status ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
   // key is not known yet fails the chunk, so that the resync is not taken
   // as whole without it.
   std::vector<bool> forged(chunk.rows.size(), false);
+  size_t refused = 0;
   if (verifier_) {
     for (size_t i = 0; i < chunk.rows.size(); ++i) {
       const Object& o = chunk.rows[i];
@@ -695,6 +697,11 @@ absl::Status ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
                                         " sent by ", sender));
       }
       if (!v.ok()) {
+        if (++refused > max_refused) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "snapshot chunk sent by ", sender, ": more than ", max_refused,
+              " rows their origin did not sign; dropped"));
+        }
         log::Warn("replication: snapshot row its origin did not sign skipped",
                   {{"object", LogKey(o.ns, o.key)},
                    {"origin", o.stamp.origin},
@@ -705,9 +712,11 @@ absl::Status ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
     }
   }
   std::vector<ObjectChange> won;
+  size_t skipped = 0;
   absl::Status s = store_->InReplicatedTransaction([&](Transaction& tx)
                                                        -> absl::Status {
     won.clear();  // a retried transaction starts over
+    skipped = 0;
     // Ours in the range that the sender no longer has, though it saw them:
     // superseded there, and their successors collected.
     std::vector<Object> ours;
@@ -742,6 +751,7 @@ absl::Status ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
                   {{"object", LogKey(o.ns, o.key)},
                    {"origin", o.stamp.origin},
                    {"sender", sender}});
+        ++skipped;
         continue;
       }
       absl::StatusOr<HlcTime> received =
@@ -765,7 +775,7 @@ absl::Status ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
   if (remote_listener_) {
     for (const ObjectChange& c : won) remote_listener_(c);
   }
-  return absl::OkStatus();
+  return refused + skipped;
 }
 
 absl::Status ObjectStore::FinishResync(const VersionVector& base,
@@ -776,9 +786,12 @@ absl::Status ObjectStore::FinishResync(const VersionVector& base,
   // then drop as duplicates) changes the origin never made.
   VersionVector proven;
   std::vector<const ObjectChange*> logged;
+  // One proof checked per origin: a sender repeating one costs no more.
+  std::set<std::string> tried;
   for (const ObjectChange& c : proofs) {
     auto it = base.find(c.stamp.origin);
     if (it == base.end() || c.stamp.seq != it->second) continue;
+    if (!tried.insert(c.stamp.origin).second) continue;
     RETURN_IF_ERROR(Validate(c.ns, c.key, c.value));
     if (verifier_) {
       absl::Status v = verifier_(c, SigningBytes(c));

@@ -263,8 +263,13 @@ class ObjectStore {
   // origin's key is unknown fails the chunk with UNAVAILABLE), and
   // a row of ours in the chunk's range that the chunk lacks is removed when
   // the sender had seen its change (it was superseded there and collected).
-  absl::Status ApplySnapshot(const SnapshotChunk& chunk,
-                             absl::string_view sender);
+  // Returns the rows skipped as the sender's doing (not signed by their
+  // origin, or another node's object). Once more than `max_refused` rows fail
+  // their signature check, it stops checking and applies nothing:
+  // RESOURCE_EXHAUSTED (a sender of forged rows costs a check each).
+  absl::StatusOr<size_t> ApplySnapshot(const SnapshotChunk& chunk,
+                                       absl::string_view sender,
+                                       size_t max_refused = SIZE_MAX);
   // Ends a full resync from `sender` whose first chunk carried `base` and
   // `proofs`: this node now holds every change up to it, and its log lacks
   // the ones it skipped. An origin's entry counts only up to a proof, its

@@ -20,6 +20,13 @@ bool PeerRateLimiter::Allow(absl::string_view peer, absl::Time now) {
   return true;
 }
 
+double PeerRateLimiter::Available(absl::string_view peer,
+                                  absl::Time now) const {
+  auto it = buckets_.find(peer);
+  return it == buckets_.end() ? burst_
+                              : Refilled(it->second, absl::ToUnixMicros(now));
+}
+
 void PeerRateLimiter::Prune(absl::Time now) {
   const int64_t now_us = absl::ToUnixMicros(now);
   absl::erase_if(buckets_, [&](const auto& kv) {

@@ -22,6 +22,13 @@ class PeerRateLimiter {
 
   // Takes a token from `peer`'s bucket; false when it is empty.
   bool Allow(absl::string_view peer, absl::Time now);
+  // The tokens in `peer`'s bucket now (`burst` for a peer never seen).
+  // Takes nothing.
+  double Available(absl::string_view peer, absl::Time now) const;
+  // Whether its next Allow would be false.
+  bool Exhausted(absl::string_view peer, absl::Time now) const {
+    return Available(peer, now) < 1;
+  }
 
   // Forgets buckets that have refilled: they behave exactly like new ones,
   // so memory follows the peers active in the last burst/rate seconds.

@@ -44,16 +44,49 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
     };
   }
 
-  void Deliver(std::string peer, std::string bytes) {
-    if (queued_.fetch_add(1) >= options_.max_queued_deliveries) {
-      queued_.fetch_sub(1);
-      deliveries_dropped_.fetch_add(1);
-      return;
+  absl::Status Deliver(std::string peer, std::string bytes) {
+    {
+      absl::MutexLock lock(&deliver_mu_);
+      if (auto q = quarantined_until_.find(peer);
+          q != quarantined_until_.end()) {
+        if (options_.clock->Now() < q->second) {
+          ++deliveries_quarantined_;
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "replication: ", peer,
+              " sent too many changes this node refused; its messages are "
+              "dropped for now"));
+        }
+        quarantined_until_.erase(q);
+      }
+      // One peer may fill only its share of the queue: a flood from one
+      // member must not crowd out the others.
+      int& mine = queued_by_peer_[peer];
+      if (queued_ >= options_.max_queued_deliveries ||
+          mine >= options_.max_queued_per_peer) {
+        if (mine == 0) queued_by_peer_.erase(peer);
+        ++deliveries_dropped_;
+        return absl::ResourceExhaustedError(
+            queued_ >= options_.max_queued_deliveries
+                ? std::string("replication: too many messages waiting; "
+                              "dropped")
+                : absl::StrCat("replication: too many messages from ", peer,
+                               " waiting; dropped"));
+      }
+      ++mine;
+      ++queued_;
     }
+    auto dequeued = [this, peer] {
+      absl::MutexLock lock(&deliver_mu_);
+      --queued_;
+      if (auto it = queued_by_peer_.find(peer);
+          it != queued_by_peer_.end() && --it->second <= 0) {
+        queued_by_peer_.erase(it);
+      }
+    };
     OnStrand(
-        [peer = std::move(peer), bytes = std::move(bytes)](Core& c) {
+        [peer, bytes = std::move(bytes), dequeued](Core& c) {
           c.mu_.AssertHeld();  // OnStrand holds it
-          c.queued_.fetch_sub(1);
+          dequeued();
           ++c.stats_.messages_received;
           v1::ReplicationMessage m;
           if (bytes.size() > c.options_.max_message_bytes ||
@@ -62,16 +95,18 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
             log::Debug("replication: undecodable message", {{"peer", peer}});
             return;
           }
-          absl::Status s =
-              c.r_->HandleMessage(peer, m, c.options_.clock->Now());
+          const absl::Time now = c.options_.clock->Now();
+          absl::Status s = c.r_->HandleMessage(peer, m, now);
           if (!s.ok()) {
             ++c.stats_.messages_rejected;
             log::Debug("replication: message refused",
                        {{"peer", peer}, {"status", s}});
           }
+          c.MaybeQuarantineLocked(peer, now);
           c.MaybeLogOwnBehindLocked(peer);
         },
-        [this] { queued_.fetch_sub(1); });
+        dequeued);
+    return absl::OkStatus();
   }
 
   void OnLocalChange(store::ObjectChange change) {
@@ -106,7 +141,9 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
     absl::MutexLock lock(&mu_);
     ReplicationDriverStats s = stats_;
     s.replicator = r_->stats();
-    s.deliveries_dropped = deliveries_dropped_.load();
+    absl::MutexLock deliver(&deliver_mu_);
+    s.deliveries_dropped = deliveries_dropped_;
+    s.deliveries_quarantined = deliveries_quarantined_;
     return s;
   }
 
@@ -211,6 +248,26 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
                              }));
   }
 
+  // Once `peer` spent its allowance of refused changes, Deliver drops its
+  // messages before they queue, until a token is back; said once, at
+  // warning level, each time it happens.
+  void MaybeQuarantineLocked(const std::string& peer, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!r_->Quarantined(peer, now)) return;
+    const absl::Time until =
+        now + absl::Seconds(1.0 / options_.replicator.refusals_per_second);
+    {
+      absl::MutexLock lock(&deliver_mu_);
+      auto [it, inserted] = quarantined_until_.insert_or_assign(peer, until);
+      if (!inserted) return;
+    }
+    log::Warn(
+        "replication: a peer sent too many changes this node refused; its "
+        "messages are dropped until its allowance comes back",
+        {{"peer", peer},
+         {"refused", static_cast<int64_t>(r_->stats().refusals_charged)}});
+  }
+
   // Says so, at error level and at most every kOwnBehindLogInterval, when
   // `peer`'s digest showed more of this node's own changes than its
   // database holds (ReplicatorStats::own_sequence_behind).
@@ -243,8 +300,16 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
 
   const ReplicationDriverOptions options_;
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
-  std::atomic<int> queued_{0};
-  std::atomic<uint64_t> deliveries_dropped_{0};
+  // Deliveries waiting for the strand, in all and by peer; peers whose
+  // messages are dropped unread until then.
+  mutable absl::Mutex deliver_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  int queued_ ABSL_GUARDED_BY(deliver_mu_) = 0;
+  absl::flat_hash_map<std::string, int> queued_by_peer_
+      ABSL_GUARDED_BY(deliver_mu_);
+  absl::flat_hash_map<std::string, absl::Time> quarantined_until_
+      ABSL_GUARDED_BY(deliver_mu_);
+  uint64_t deliveries_dropped_ ABSL_GUARDED_BY(deliver_mu_) = 0;
+  uint64_t deliveries_quarantined_ ABSL_GUARDED_BY(deliver_mu_) = 0;
 
   mutable absl::Mutex mu_;
   std::unique_ptr<Replicator> r_ ABSL_GUARDED_BY(mu_);
@@ -281,8 +346,8 @@ void ReplicationDriver::OnLocalChange(store::ObjectChange change) {
   core_->OnLocalChange(std::move(change));
 }
 void ReplicationDriver::OnDurable(int64_t seq) { core_->OnDurable(seq); }
-void ReplicationDriver::Deliver(std::string peer, std::string bytes) {
-  core_->Deliver(std::move(peer), std::move(bytes));
+absl::Status ReplicationDriver::Deliver(std::string peer, std::string bytes) {
+  return core_->Deliver(std::move(peer), std::move(bytes));
 }
 void ReplicationDriver::SetMembers(std::vector<ReplicationPeer> live,
                                    std::vector<std::string> away) {

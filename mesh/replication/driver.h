@@ -58,8 +58,10 @@ struct ReplicationDriverOptions {
   // Sends not yet completed to one peer; more are dropped and counted (the
   // anti-entropy exchange repairs what a dropped push carried).
   int max_in_flight_per_peer = 32;
-  // Received messages waiting for the strand; beyond, Deliver drops them.
+  // Received messages waiting for the strand, in all and from one peer;
+  // beyond, Deliver drops them (RESOURCE_EXHAUSTED).
   int max_queued_deliveries = 4096;
+  int max_queued_per_peer = 1024;
   // A message larger than this is neither sent nor accepted.
   size_t max_message_bytes = 4 << 20;
 };
@@ -69,6 +71,9 @@ struct ReplicationDriverStats {
   uint64_t messages_received = 0;
   uint64_t messages_rejected = 0;  // undecodable, or the Replicator's error
   uint64_t deliveries_dropped = 0;
+  // Messages of a peer that spent its allowance of refused changes
+  // (ReplicatorOptions::refusal_burst), dropped before they queued.
+  uint64_t deliveries_quarantined = 0;
   uint64_t messages_sent = 0;
   uint64_t bytes_sent = 0;
   uint64_t send_drops = 0;  // no address, too large, or too many in flight
@@ -97,8 +102,10 @@ class ReplicationDriver {
   // This node's changes up to `seq` are on disk (ReplicatorOptions::
   // await_durable).
   void OnDurable(int64_t seq);
-  // Bytes from the peer whose certificate names `peer`.
-  void Deliver(std::string peer, std::string bytes);
+  // Bytes from the peer whose certificate names `peer`, queued for the
+  // strand. RESOURCE_EXHAUSTED when dropped: the queue, or the peer's share
+  // of it, is full, or the peer spent its allowance of refused changes.
+  absl::Status Deliver(std::string peer, std::string bytes);
   // The members now live (with where to reach them) and away.
   void SetMembers(std::vector<ReplicationPeer> live,
                   std::vector<std::string> away);

@@ -85,8 +85,7 @@ absl::Status NodeReplication::Deliver(std::string peer, std::string bytes) {
     return absl::FailedPreconditionError(
         "this node does not replicate (it serves no mesh yet)");
   }
-  driver_->Deliver(std::move(peer), std::move(bytes));
-  return absl::OkStatus();
+  return driver_->Deliver(std::move(peer), std::move(bytes));
 }
 
 void NodeReplication::OnLocalChange(const store::ObjectChange& change) {

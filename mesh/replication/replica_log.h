@@ -31,8 +31,9 @@ class ReplicaLog {
       absl::string_view origin, int64_t after, size_t max_bytes) = 0;
   virtual absl::StatusOr<store::SnapshotChunk> ReadSnapshot(
       const std::pair<std::string, std::string>& after, size_t max_bytes) = 0;
-  virtual absl::Status ApplySnapshot(const store::SnapshotChunk& chunk,
-                                     absl::string_view sender) = 0;
+  virtual absl::StatusOr<size_t> ApplySnapshot(
+      const store::SnapshotChunk& chunk, absl::string_view sender,
+      size_t max_refused) = 0;
   virtual absl::Status FinishResync(
       const store::VersionVector& base,
       const std::vector<store::ObjectChange>& proofs,
@@ -95,9 +96,10 @@ class ObjectStoreLog final : public ReplicaLog {
       size_t max_bytes) override {
     return objects_->ReadSnapshot(after, max_bytes);
   }
-  absl::Status ApplySnapshot(const store::SnapshotChunk& chunk,
-                             absl::string_view sender) override {
-    return objects_->ApplySnapshot(chunk, sender);
+  absl::StatusOr<size_t> ApplySnapshot(const store::SnapshotChunk& chunk,
+                                       absl::string_view sender,
+                                       size_t max_refused) override {
+    return objects_->ApplySnapshot(chunk, sender, max_refused);
   }
   absl::Status FinishResync(const store::VersionVector& base,
                             const std::vector<store::ObjectChange>& proofs,

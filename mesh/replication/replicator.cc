@@ -55,6 +55,12 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Create(
   if (options.tombstone_max_age <= absl::ZeroDuration()) {
     return invalid("tombstone_max_age", "must be positive");
   }
+  if (!(options.refusal_burst >= 1)) {
+    return invalid("refusal_burst", "must be at least 1");
+  }
+  if (!(options.refusals_per_second > 0)) {
+    return invalid("refusals_per_second", "must be positive");
+  }
   if (log == nullptr) return invalid("log", "null");
   std::unique_ptr<Replicator> r(new Replicator(std::move(options), log, now));
   RETURN_IF_ERROR(r->ReloadVersions());
@@ -63,7 +69,10 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Create(
 
 Replicator::Replicator(ReplicatorOptions options, ReplicaLog* log,
                        absl::Time now)
-    : options_(std::move(options)), log_(log), prng_(options_.random_seed) {
+    : options_(std::move(options)),
+      log_(log),
+      prng_(options_.random_seed),
+      refusals_(options_.refusals_per_second, options_.refusal_burst) {
   if (!options_.await_durable) durable_ = INT64_MAX;
   // Nodes started together spread their rounds over the interval.
   const int64_t interval_us =
@@ -192,6 +201,13 @@ absl::Status Replicator::HandleMessage(absl::string_view peer,
         ", this node's own name: it reached itself, or another node holds "
         "its certificate"));
   }
+  if (Quarantined(peer, now)) {
+    ++stats_.messages_quarantined;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "replication: ", peer,
+        " sent too many changes this node refused; its messages are dropped "
+        "for now"));
+  }
   unknown_origins_.clear();
   absl::Status s;
   switch (message.body_case()) {
@@ -223,21 +239,54 @@ absl::Status Replicator::HandleMessage(absl::string_view peer,
 absl::Status Replicator::HandlePush(absl::string_view peer,
                                     const v1::ReplicationPush& push,
                                     absl::Time now) {
-  absl::Status first;
   std::vector<store::ObjectChange> fresh;
-  for (const v1::ReplicationChange& p : push.changes()) {
-    absl::StatusOr<store::ObjectChange> c = FromProto(p);
-    if (!c.ok()) {
-      ++stats_.malformed;
-      Keep(&first, c.status());
-      continue;
-    }
-    Keep(&first, Receive(peer, *std::move(c), now, &fresh));
-  }
+  absl::Status first = ReceiveAll(peer, push.changes(), now, &fresh);
   // A sender cannot make a change travel further than this node would.
   const int hops = std::min(static_cast<int>(push.hops()), PushHops() + 1);
   if (hops > 0) Push(fresh, hops - 1, peer);
   return first;
+}
+
+absl::Status Replicator::ReceiveAll(
+    absl::string_view peer,
+    const google::protobuf::RepeatedPtrField<v1::ReplicationChange>& changes,
+    absl::Time now, std::vector<store::ObjectChange>* fresh) {
+  absl::Status first;
+  for (int i = 0; i < changes.size(); ++i) {
+    if (Quarantined(peer, now)) {
+      stats_.changes_quarantined += changes.size() - i;
+      Keep(&first, absl::ResourceExhaustedError(absl::StrCat(
+                       "replication: ", peer,
+                       " sent too many changes this node refused; the rest "
+                       "of its message is dropped")));
+      break;
+    }
+    absl::StatusOr<store::ObjectChange> c = FromProto(changes[i]);
+    if (!c.ok()) {
+      ++stats_.malformed;
+      ChargeRefusal(peer, c.status(), now);
+      Keep(&first, c.status());
+      continue;
+    }
+    absl::Status s = Receive(peer, *std::move(c), now, fresh);
+    ChargeRefusal(peer, s, now);
+    Keep(&first, s);
+  }
+  return first;
+}
+
+void Replicator::ChargeRefusal(absl::string_view peer, const absl::Status& s,
+                               absl::Time now) {
+  if (absl::IsPermissionDenied(s) || absl::IsInvalidArgument(s)) {
+    ChargeRefusals(peer, 1, now);
+  }
+}
+
+void Replicator::ChargeRefusals(absl::string_view peer, size_t n,
+                                absl::Time now) {
+  stats_.refusals_charged += n;
+  for (size_t i = 0; i < n && refusals_.Allow(peer, now); ++i) {
+  }
 }
 
 absl::Status Replicator::Receive(absl::string_view peer,
@@ -562,19 +611,9 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
     ack.mutable_ack()->set_index(chunk.index());
     Send(std::string(peer), std::move(ack));
   }
-  absl::Status first;
   if (!chunk.snapshot()) {
     std::vector<store::ObjectChange> fresh;
-    for (const v1::ReplicationChange& p : chunk.changes()) {
-      absl::StatusOr<store::ObjectChange> c = FromProto(p);
-      if (!c.ok()) {
-        ++stats_.malformed;
-        Keep(&first, c.status());
-        continue;
-      }
-      Keep(&first, Receive(peer, *std::move(c), now, &fresh));
-    }
-    return first;
+    return ReceiveAll(peer, chunk.changes(), now, &fresh);
   }
 
   store::SnapshotChunk snap;
@@ -585,6 +624,7 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
     absl::StatusOr<store::ObjectChange> c = FromProto(p);
     if (!c.ok()) {
       ++stats_.malformed;
+      ChargeRefusal(peer, c.status(), now);
       return c.status();  // the chunk is unusable; the resync will not end
     }
     snap.rows.push_back(store::Object{.ns = std::move(c->ns),
@@ -607,13 +647,20 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
     }
     proofs.push_back(*std::move(c));
   }
-  absl::Status applied = log_->ApplySnapshot(snap, peer);
-  if (!applied.ok()) {
-    if (!NoteUnknownOrigin(applied)) {  // else not the store's fault
-      ++stats_.store_errors;
+  // Rows the log refuses are charged like changes, and the log stops
+  // checking signatures past what the peer has left.
+  absl::StatusOr<size_t> refused = log_->ApplySnapshot(
+      snap, peer,
+      static_cast<size_t>(std::max(0.0, refusals_.Available(peer, now))));
+  if (!refused.ok()) {
+    if (absl::IsResourceExhausted(refused.status())) {
+      ChargeRefusals(peer, snap.rows.size(), now);
+    } else if (!NoteUnknownOrigin(refused.status())) {
+      ++stats_.store_errors;  // else not the store's fault
     }
-    return applied;
+    return refused.status();
   }
+  ChargeRefusals(peer, *refused, now);
   InSnapshot& in = snapshots_[{std::string(peer), chunk.stream()}];
   in.last_progress = now;
   in.received.insert(chunk.index());

@@ -39,6 +39,15 @@
 // asked for a digest exchange. Changes the store refuses (another node's
 // object, a time too far ahead) are counted and dropped.
 //
+// A peer's refused changes are charged to it: an honest peer passes on only
+// changes it checked, so changes whose origin did not sign them, another
+// node's objects and malformed ones are a sender's doing, and each costs a
+// signature check (or a certificate parse). Each spends a token of the
+// peer's bucket (`refusal_burst`, refilled at `refusals_per_second`); once
+// it is empty the rest of that peer's message is dropped unread, and so are
+// its messages until a token is back (RESOURCE_EXHAUSTED,
+// stats().messages_quarantined), while other peers carry on.
+//
 // A change whose origin this node has no certificate for (the log says
 // UNAVAILABLE, with kUnknownOriginPayload) is refused for now, and the
 // sender, which checked it, is asked for the certificates of the unknown
@@ -63,6 +72,7 @@
 #include "absl/time/time.h"
 #include "daemon/store/objects.h"
 #include "mesh/membership/prng.h"
+#include "mesh/membership/rate_limiter.h"
 #include "mesh/replication/replica_log.h"
 #include "mycel/v1/replication.pb.h"
 
@@ -101,6 +111,10 @@ struct ReplicatorOptions {
   absl::Duration tombstone_max_age = absl::Hours(72);
   // Received changes waiting for a gap before them to fill.
   size_t max_pending = 16384;
+  // Refused changes a peer may send before its messages are dropped, and
+  // how fast that allowance comes back (see the top of this file).
+  double refusal_burst = 32;
+  double refusals_per_second = 1;
   // Publish this node's own changes only once the store says they are on
   // disk (OnDurable): pushes wait for it, and digests, streams and
   // snapshots show no more of this node's sequence than is durable. A
@@ -162,6 +176,12 @@ struct ReplicatorStats {
   uint64_t certificates_taken = 0;
   uint64_t certificates_refused = 0;
   uint64_t certificates_unsolicited = 0;
+  // Refused changes charged to their sender (see the top of this file);
+  // messages of a peer dropped unread while its allowance was spent, and
+  // the changes dropped unread with them.
+  uint64_t refusals_charged = 0;
+  uint64_t messages_quarantined = 0;
+  uint64_t changes_quarantined = 0;
 };
 
 class Replicator {
@@ -229,6 +249,11 @@ class Replicator {
   size_t pending() const { return pending_.size(); }
   size_t outgoing_streams() const { return streams_.size(); }
   const ReplicatorStats& stats() const { return stats_; }
+  // Whether `peer` spent its allowance of refused changes: its messages are
+  // dropped unread until a token is back.
+  bool Quarantined(absl::string_view peer, absl::Time now) const {
+    return refusals_.Exhausted(peer, now);
+  }
   const ReplicatorOptions& options() const { return options_; }
 
  private:
@@ -280,6 +305,11 @@ class Replicator {
   // were not asked of it within min_digest_gap.
   void AskCertificates(absl::string_view peer,
                        const v1::ReplicationMessage& message, absl::Time now);
+  // Charges `s`, the log's refusal of a change from `peer`, to the peer
+  // when it is the sender's doing (PERMISSION_DENIED, INVALID_ARGUMENT).
+  void ChargeRefusal(absl::string_view peer, const absl::Status& s,
+                     absl::Time now);
+  void ChargeRefusals(absl::string_view peer, size_t n, absl::Time now);
   // Whether `s` is the log's UNAVAILABLE for an origin with no certificate;
   // if so, notes the origin for AskCertificates.
   bool NoteUnknownOrigin(const absl::Status& s);
@@ -287,6 +317,12 @@ class Replicator {
   // Applies one received change (or buffers it behind a gap); appends to
   // `fresh` every change it newly applied, including buffered ones it
   // unblocked.
+  // Receive for each of a message's changes, while the peer's allowance of
+  // refusals lasts (the rest are dropped unread); the first error.
+  absl::Status ReceiveAll(
+      absl::string_view peer,
+      const google::protobuf::RepeatedPtrField<v1::ReplicationChange>& changes,
+      absl::Time now, std::vector<store::ObjectChange>* fresh);
   absl::Status Receive(absl::string_view peer, store::ObjectChange change,
                        absl::Time now, std::vector<store::ObjectChange>* fresh);
   absl::Status ApplyOne(absl::string_view peer,
@@ -351,6 +387,7 @@ class Replicator {
   std::map<std::pair<std::string, std::string>, absl::Time> asked_;
   // The origins with no certificate that the message being handled met.
   std::set<std::string> unknown_origins_;
+  membership::PeerRateLimiter refusals_;
   absl::Time next_anti_entropy_;
   absl::Time next_gc_;
   std::vector<Outbound> outbox_;

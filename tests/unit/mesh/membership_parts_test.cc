@@ -199,6 +199,13 @@ TEST_CASE("rate limiter: a burst, then the rate; full buckets are pruned") {
     allowed += limiter.Allow("flood", t0 + absl::Seconds(1));
   }
   CHECK(allowed == 10);
+  // Looking takes nothing: an empty bucket, and one never seen (full).
+  CHECK(limiter.Exhausted("flood", t0 + absl::Seconds(1)));
+  CHECK(limiter.Available("flood", t0 + absl::Seconds(1.5)) ==
+        doctest::Approx(5));
+  CHECK(!limiter.Exhausted("flood", t0 + absl::Seconds(1.5)));
+  CHECK(limiter.Available("other", t0) == 20);
+  CHECK(limiter.tracked() == 1);
   CHECK(limiter.Allow("other", t0));
   CHECK(limiter.tracked() == 2);
   limiter.Prune(t0 + absl::Seconds(10));

@@ -26,6 +26,7 @@
 #include "mesh/identity/trust.h"
 #include "mesh/pki/certificate_authority.h"
 #include "mesh/pki/private_key.h"
+#include "mesh/replication/codec.h"
 #include "mesh/replication/driver.h"
 #include "mesh/replication/origin_verifier.h"
 #include "runtime/fs.h"
@@ -182,8 +183,7 @@ class Cluster {
         done(absl::UnavailableError("unreachable"));
         return;
       }
-      target->driver->Deliver(from, std::move(bytes));
-      done(absl::OkStatus());
+      done(target->driver->Deliver(from, std::move(bytes)));
     });
   }
 
@@ -429,13 +429,13 @@ TEST_CASE("certificates a peer was not asked for are not even parsed") {
   Cluster c(2, /*signed_changes=*/true);
   v1::ReplicationMessage m;
   m.mutable_certificates()->add_certificates(c.pki().Of("stranger").der);
-  c.node(0).driver->Deliver("node-1", m.SerializeAsString());
+  CHECK(c.node(0).driver->Deliver("node-1", m.SerializeAsString()).ok());
   // More origins than a request may name.
   v1::ReplicationMessage ask;
   for (int i = 0; i < 65; ++i) {
     ask.mutable_certificate_request()->add_origins(absl::StrCat("n", i));
   }
-  c.node(0).driver->Deliver("node-1", ask.SerializeAsString());
+  CHECK(c.node(0).driver->Deliver("node-1", ask.SerializeAsString()).ok());
   c.RunFor(absl::Milliseconds(10));
   ReplicationDriverStats s = c.node(0).driver->Stats();
   CHECK(s.replicator.certificates_unsolicited == 1);
@@ -448,7 +448,7 @@ TEST_CASE("certificates a peer was not asked for are not even parsed") {
 
 TEST_CASE("garbage from a peer is refused and counted, not applied") {
   Cluster c(2);
-  c.node(0).driver->Deliver("node-1", "\xff\xff not a message");
+  CHECK(c.node(0).driver->Deliver("node-1", "\xff\xff not a message").ok());
   c.RunFor(absl::Milliseconds(10));
   ReplicationDriverStats s = c.node(0).driver->Stats();
   CHECK(s.messages_received == 1);
@@ -461,7 +461,7 @@ TEST_CASE("a message under this node's own name is refused, not answered") {
   m.mutable_digest()->set_reply(true);  // asks for an answer
   const std::string bytes = m.SerializeAsString();
   const uint64_t sent = c.node(0).driver->Stats().replicator.digests_sent;
-  c.node(0).driver->Deliver("node-0", bytes);
+  CHECK(c.node(0).driver->Deliver("node-0", bytes).ok());
   c.RunFor(absl::Milliseconds(10));
   ReplicationDriverStats s = c.node(0).driver->Stats();
   CHECK(s.messages_received == 1);
@@ -469,11 +469,88 @@ TEST_CASE("a message under this node's own name is refused, not answered") {
   CHECK(s.replicator.from_self == 1);
   CHECK(s.replicator.digests_sent == sent);
   // The same from the peer is answered.
-  c.node(0).driver->Deliver("node-1", bytes);
+  CHECK(c.node(0).driver->Deliver("node-1", bytes).ok());
   c.RunFor(absl::Milliseconds(10));
   s = c.node(0).driver->Stats();
   CHECK(s.messages_rejected == 1);
   CHECK(s.replicator.digests_sent > sent);
+}
+
+// A push from `from` of `n` changes in its own name, each the next of its
+// sequence at a receiver that holds none, none signed by its key.
+std::string ForgedPush(const std::string& from, int n, absl::Time now) {
+  v1::ReplicationMessage m;
+  m.mutable_push()->set_hops(0);
+  for (int i = 0; i < n; ++i) {
+    store::ObjectChange c;
+    c.stamp.origin = from;
+    c.stamp.seq = 1;
+    c.stamp.hlc = store::MakeHlc(absl::ToUnixMillis(now), 0);
+    c.stamp.signature = std::string(72, 'x');
+    c.ns = "kv";
+    c.key = absl::StrCat("forged-", i);
+    c.value = "1";
+    *m.mutable_push()->add_changes() = ToProto(c);
+  }
+  return m.SerializeAsString();
+}
+
+TEST_CASE("a peer that sends forged changes is cut off; the others carry on") {
+  Cluster c(3, /*signed_changes=*/true);
+  // 500 changes whose signatures node-1's key did not make: each would cost
+  // a signature check and a warning. The allowance (32) is spent, the rest
+  // of the message dropped unread.
+  REQUIRE(
+      c.node(0)
+          .driver->Deliver("node-1", ForgedPush("node-1", 500, c.clock.Now()))
+          .ok());
+  c.RunFor(absl::Milliseconds(10));
+  ReplicationDriverStats s = c.node(0).driver->Stats();
+  CHECK(s.replicator.changes_refused == 32);
+  CHECK(s.replicator.refusals_charged == 32);
+  CHECK(s.replicator.changes_quarantined == 500 - 32);
+  CHECK(!c.Get(0, "forged-0").has_value());
+  // Its next messages are refused before they queue, and say why.
+  absl::Status next = c.node(0).driver->Deliver(
+      "node-1", ForgedPush("node-1", 1, c.clock.Now()));
+  CHECK(next.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(absl::StrContains(next.message(), "node-1"));
+  CHECK(c.node(0).driver->Stats().deliveries_quarantined == 1);
+  CHECK(c.node(0).driver->Stats().replicator.changes_refused == 32);
+  // Another peer's writes still arrive.
+  c.Put(2, "honest", "1");
+  c.RunFor(absl::Milliseconds(100));
+  CHECK(c.Get(0, "honest") == "1");
+  // A token a second comes back: node-1's real changes are taken again.
+  c.RunFor(absl::Seconds(2));
+  c.Put(1, "later", "1");
+  c.RunFor(absl::Milliseconds(100));
+  CHECK(c.Get(0, "later") == "1");
+  CHECK(c.node(0).driver->Stats().replicator.changes_refused == 32);
+}
+
+TEST_CASE("one peer fills only its share of the delivery queue") {
+  Cluster c(3);
+  v1::ReplicationMessage m;
+  m.mutable_digest()->set_reply(false);
+  const std::string bytes = m.SerializeAsString();
+  // Nothing runs the strand meanwhile: every delivery waits in the queue.
+  int queued = 0;
+  absl::Status last;
+  for (int i = 0; i < 1100; ++i) {
+    last = c.node(0).driver->Deliver("node-1", bytes);
+    if (!last.ok()) break;
+    ++queued;
+  }
+  CHECK(queued == 1024);
+  CHECK(last.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(absl::StrContains(last.message(), "from node-1"));
+  CHECK(c.node(0).driver->Deliver("node-2", bytes).ok());
+  c.RunFor(absl::Milliseconds(10));
+  CHECK(c.node(0).driver->Stats().messages_received == 1025);
+  CHECK(c.node(0).driver->Stats().deliveries_dropped == 1);
+  // Once handled, the share is free again.
+  CHECK(c.node(0).driver->Deliver("node-1", bytes).ok());
 }
 
 }  // namespace

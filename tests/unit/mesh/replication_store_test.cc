@@ -609,10 +609,17 @@ TEST_CASE(
   FakeVerifier v;
   r.objects->SetChangeVerifier(v.Get());
   auto unknown = r.objects->ApplySnapshot(*chunk, "a");
-  CHECK(unknown.code() == absl::StatusCode::kUnavailable);
+  CHECK(unknown.status().code() == absl::StatusCode::kUnavailable);
   CHECK(r.Count("SELECT count(*) FROM objects") == 0);
   v.keys.insert("a");
-  REQUIRE(r.objects->ApplySnapshot(*chunk, "a").ok());
+  // A sender allowed no forged row: the chunk is dropped whole, unapplied.
+  auto spent = r.objects->ApplySnapshot(*chunk, "a", /*max_refused=*/0);
+  CHECK(spent.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(r.Count("SELECT count(*) FROM objects") == 0);
+  // Allowed one, it is skipped and counted.
+  auto skipped = r.objects->ApplySnapshot(*chunk, "a", /*max_refused=*/1);
+  REQUIRE(skipped.ok());
+  CHECK(*skipped == 1);
   CHECK(r.Value("kv", "good") == "1");
   CHECK(!r.Value("kv", "other").has_value());
 }
