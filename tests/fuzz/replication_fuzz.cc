@@ -118,8 +118,11 @@ struct World {
     db = *std::move(s);
     objects = std::make_unique<store::ObjectStore>(db.get());
     log = std::make_unique<ObjectStoreLog>(objects.get());
-    auto r = Replicator::Create({.name = "r0", .random_seed = 1}, log.get(),
-                                clock.Now());
+    // Two refusals: an input reaches a peer cut off, and the peer's
+    // allowance coming back (1 a second), in a few operations.
+    auto r =
+        Replicator::Create({.name = "r0", .refusal_burst = 2, .random_seed = 1},
+                           log.get(), clock.Now());
     FUZZ_CHECK(r.ok(), r.status().ToString());
     replicator = *std::move(r);
     replicator->SetMembers({"r0", "r1", "r2", "r3"}, {"r4"}, clock.Now());
@@ -287,9 +290,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const std::string bytes = in.Bytes();
         mycel::v1::ReplicationMessage m;
         if (m.ParseFromString(bytes)) {
+          const std::string peer = Peer((op / 4) % kPeers);
+          const bool cut_off =
+              peer != "r0" && w.replicator->Quarantined(peer, now);
+          const mycel::store::VersionVector before = w.replicator->versions();
           // Any status: the driver logs it and goes on.
-          w.replicator->HandleMessage(Peer((op / 4) % kPeers), m, now)
-              .IgnoreError();
+          absl::Status s = w.replicator->HandleMessage(peer, m, now);
+          // A peer that spent its refusals is not read at all.
+          if (cut_off) {
+            FUZZ_CHECK(absl::IsResourceExhausted(s), s.ToString());
+            FUZZ_CHECK(w.replicator->versions() == before, peer);
+          }
         }
         break;
       }
