@@ -300,13 +300,22 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
   host_ = host;
   schema_version_ = schema_version;
   safe_mode_ = safe_mode;
-  ASSIGN_OR_RETURN(std::optional<ApiServer::Endpoint> tcp,
-                   TcpEndpoint(host, schema_version, safe_mode));
-  if (tcp.has_value()) {
-    endpoints.push_back(*std::move(tcp));
+  absl::StatusOr<std::optional<ApiServer::Endpoint>> tcp =
+      TcpEndpoint(host, schema_version, safe_mode);
+  // A member of a mesh whose --listen cannot be had at start (its port
+  // held for a while by another process) starts anyway and retries, as
+  // after a join: its cells and its local API go on, and it rejoins the
+  // mesh once it serves. Anything else that cannot serve TCP stops here.
+  const bool retry_tcp = !tcp.ok() && config_.tls_cert().empty() &&
+                         mesh_ != nullptr && safe_mode.empty() &&
+                         !mesh_->Status().mesh.empty();
+  if (!tcp.ok() && !retry_tcp) return tcp.status();
+  if (tcp.ok() && tcp->has_value()) {
+    endpoints.push_back(**std::move(tcp));
     tcp_serving_ = true;
   }
   ASSIGN_OR_RETURN(server_, ApiServer::Start(&io_, std::move(endpoints)));
+  if (retry_tcp) RetryMeshServer(tcp.status());
   if (objects_ != nullptr) {
     // Checked when the config was read.
     clock_.RunAfter(replication::GcInterval(
@@ -397,17 +406,25 @@ void Daemon::OnMeshJoined() {
 void Daemon::ServeMeshOverTcp() {
   if (tcp_serving_ || stopping_) return;
   absl::Status s = StartMeshServer();
+  if (s.ok()) {
+    absl::MutexLock lock(&listen_mu_);
+    listen_error_.clear();
+    return;
+  }
+  RetryMeshServer(s);
+}
+
+void Daemon::RetryMeshServer(const absl::Status& why) {
   {
     absl::MutexLock lock(&listen_mu_);
-    listen_error_ = s.ok() ? "" : std::string(s.message());
+    listen_error_ = std::string(why.message());
   }
-  if (s.ok()) return;
   // The node is in the mesh but unreachable until it serves: a port held
   // by another process for a while (a client's ephemeral port, a previous
   // daemon still closing) must not leave it so for good.
   log::Error("cannot serve the mesh over TCP; will retry",
              {{"listen", config_.listen()},
-              {"error", s},
+              {"error", why},
               {"retry_in", absl::FormatDuration(listen_retry_)}});
   clock_.RunAfter(listen_retry_, [this] { ServeMeshOverTcp(); });
   listen_retry_ = std::min(listen_retry_ * 2, kListenRetryMax);

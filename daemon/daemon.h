@@ -118,6 +118,9 @@ class Daemon {
   // (event loop only).
   void ServeMeshOverTcp();
   absl::Status StartMeshServer();
+  // Says why --listen is not served (MeshInfo.listen_error, the log) and
+  // tries again after the next backoff (event loop only).
+  void RetryMeshServer(const absl::Status& why);
   // Starts renewing the node certificate, once the node is in a mesh.
   void StartRotation();
   // Starts membership once TCP is served on `tcp_port` (the bound port,
@@ -193,11 +196,13 @@ class Daemon {
   std::vector<std::unique_ptr<ServiceSet>> services_;
   std::unique_ptr<ApiServer> server_;
   // The TCP listener started after the node entered a mesh (see
-  // OnMeshJoined); before that, TCP is part of server_ or not served.
+  // OnMeshJoined), or after a start that could not have --listen; before
+  // that, TCP is part of server_ or not served.
   std::unique_ptr<ApiServer> mesh_server_;
   bool tcp_serving_ = false;
-  // Why --listen is not served yet after a join (MeshInfo.listen_error),
-  // and the wait before the next attempt (event loop only).
+  // Why --listen is not served yet, after a join or at start
+  // (MeshInfo.listen_error), and the wait before the next attempt (event
+  // loop only).
   absl::Mutex listen_mu_;
   std::string listen_error_ ABSL_GUARDED_BY(listen_mu_);
   absl::Duration listen_retry_ = absl::Seconds(1);
