@@ -55,6 +55,12 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Create(
   if (options.tombstone_max_age <= absl::ZeroDuration()) {
     return invalid("tombstone_max_age", "must be positive");
   }
+  if (options.max_pending_bytes == 0) {
+    return invalid("max_pending_bytes", "must be positive");
+  }
+  if (options.pending_timeout <= absl::ZeroDuration()) {
+    return invalid("pending_timeout", "must be positive");
+  }
   if (!(options.refusal_burst >= 1)) {
     return invalid("refusal_burst", "must be at least 1");
   }
@@ -301,16 +307,7 @@ absl::Status Replicator::Receive(absl::string_view peer,
   if (change.stamp.seq > held + 1) {
     // Ahead of a gap: keep it until the ones before arrive, and ask the
     // sender, which holds them, for a digest exchange.
-    if (pending_.size() >= options_.max_pending) {
-      ++stats_.pending_dropped;
-    } else {
-      auto key = std::make_pair(change.stamp.origin, change.stamp.seq);
-      if (pending_
-              .try_emplace(std::move(key), std::move(change), std::string(peer))
-              .second) {
-        ++stats_.changes_buffered;
-      }
-    }
+    AddPending(peer, std::move(change), now);
     if (DigestDue(peer, now))
       SendDigest(std::string(peer), /*reply=*/true, now);
     return absl::OkStatus();
@@ -319,8 +316,49 @@ absl::Status Replicator::Receive(absl::string_view peer,
   if (!s.ok()) return s;
   const std::string origin = change.stamp.origin;
   fresh->push_back(std::move(change));
-  DrainPending(origin, fresh);
+  DrainPending(origin, now, fresh);
   return absl::OkStatus();
+}
+
+bool Replicator::AddPending(absl::string_view peer, store::ObjectChange change,
+                            absl::Time now) {
+  const size_t bytes = store::ObjectStore::SizeOf(change);
+  Share& mine = pending_by_sender_[std::string(peer)];
+  // A quarter of the buffer each: one sender (a member sending changes far
+  // ahead of any gap that will fill) cannot crowd out the others.
+  if (pending_.size() >= options_.max_pending ||
+      pending_bytes_ + bytes > options_.max_pending_bytes ||
+      mine.count >= std::max<size_t>(1, options_.max_pending / 4) ||
+      mine.bytes + bytes > options_.max_pending_bytes / 4) {
+    if (mine.count == 0) pending_by_sender_.erase(std::string(peer));
+    ++stats_.pending_dropped;
+    return false;
+  }
+  auto key = std::make_pair(change.stamp.origin, change.stamp.seq);
+  auto [it, inserted] = pending_.try_emplace(
+      std::move(key),
+      Pending{std::move(change), std::string(peer), now, bytes});
+  if (!inserted) {
+    if (mine.count == 0) pending_by_sender_.erase(std::string(peer));
+    return false;
+  }
+  ++mine.count;
+  mine.bytes += bytes;
+  pending_bytes_ += bytes;
+  ++stats_.changes_buffered;
+  return true;
+}
+
+Replicator::PendingMap::iterator Replicator::ErasePending(
+    PendingMap::iterator it) {
+  auto share = pending_by_sender_.find(it->second.sender);
+  if (share != pending_by_sender_.end()) {
+    --share->second.count;
+    share->second.bytes -= it->second.bytes;
+    if (share->second.count == 0) pending_by_sender_.erase(share);
+  }
+  pending_bytes_ -= it->second.bytes;
+  return pending_.erase(it);
 }
 
 absl::Status Replicator::ApplyOne(absl::string_view peer,
@@ -347,19 +385,26 @@ absl::Status Replicator::ApplyOne(absl::string_view peer,
   return absl::OkStatus();
 }
 
-void Replicator::DrainPending(absl::string_view origin,
+void Replicator::DrainPending(absl::string_view origin, absl::Time now,
                               std::vector<store::ObjectChange>* fresh) {
   const std::string o(origin);
   for (;;) {
     const int64_t held = At(held_, o);
     // Drop what is held already (it came another way).
-    pending_.erase(pending_.lower_bound({o, 0}),
-                   pending_.upper_bound({o, held}));
+    for (auto it = pending_.lower_bound({o, 0}); it != pending_.end() &&
+                                                 it->first.first == o &&
+                                                 it->first.second <= held;) {
+      it = ErasePending(it);
+    }
     auto it = pending_.find({o, held + 1});
     if (it == pending_.end()) return;
-    auto [change, sender] = std::move(it->second);
-    pending_.erase(it);
-    if (!ApplyOne(sender, change).ok()) return;
+    store::ObjectChange change = std::move(it->second.change);
+    const std::string sender = std::move(it->second.sender);
+    ErasePending(it);
+    if (absl::Status s = ApplyOne(sender, change); !s.ok()) {
+      ChargeRefusal(sender, s, now);
+      return;
+    }
     fresh->push_back(std::move(change));
   }
 }
@@ -687,7 +732,7 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
   std::vector<store::ObjectChange> fresh;
   std::set<std::string> origins;
   for (const auto& [key, entry] : pending_) origins.insert(key.first);
-  for (const std::string& origin : origins) DrainPending(origin, &fresh);
+  for (const std::string& origin : origins) DrainPending(origin, now, &fresh);
   return absl::OkStatus();
 }
 
@@ -705,6 +750,16 @@ void Replicator::Tick(absl::Time now) {
     if (now - it->second.last_progress >= options_.stream_timeout) {
       ++stats_.streams_timed_out;
       it = streams_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // A gap that anti-entropy has not filled by now will not be filled by
+  // what waits behind it (a sender far ahead of any gap, or lying).
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (now - it->second.since >= options_.pending_timeout) {
+      ++stats_.pending_expired;
+      it = ErasePending(it);
     } else {
       ++it;
     }

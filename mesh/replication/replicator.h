@@ -109,8 +109,13 @@ struct ReplicatorOptions {
   // log entries go even if a member has not seen them (the GC horizon).
   absl::Duration gc_interval = absl::Minutes(1);
   absl::Duration tombstone_max_age = absl::Hours(72);
-  // Received changes waiting for a gap before them to fill.
+  // Received changes waiting for a gap before them to fill: at most so
+  // many, and so many bytes (ObjectStore::SizeOf), of which one sender may
+  // hold a quarter; one that waited `pending_timeout` is dropped (the
+  // anti-entropy exchange brings what it was waiting for).
   size_t max_pending = 16384;
+  size_t max_pending_bytes = 64 << 20;
+  absl::Duration pending_timeout = absl::Seconds(30);
   // Refused changes a peer may send before its messages are dropped, and
   // how fast that allowance comes back (see the top of this file).
   double refusal_burst = 32;
@@ -141,7 +146,8 @@ struct ReplicatorStats {
   uint64_t duplicates = 0;        // already held
   uint64_t changes_refused = 0;   // the store refused them
   uint64_t changes_buffered = 0;  // arrived ahead of a gap
-  uint64_t pending_dropped = 0;   // the buffer was full
+  uint64_t pending_dropped = 0;   // the buffer, or the sender's share, full
+  uint64_t pending_expired = 0;   // waited pending_timeout
   uint64_t digests_sent = 0;
   // Fingerprint digests that matched ours: nothing to exchange.
   uint64_t digests_in_sync = 0;
@@ -247,6 +253,7 @@ class Replicator {
   // and ours); empty while some member's vector is unknown.
   store::VersionVector SeenByAll() const;
   size_t pending() const { return pending_.size(); }
+  size_t pending_bytes() const { return pending_bytes_; }
   size_t outgoing_streams() const { return streams_.size(); }
   const ReplicatorStats& stats() const { return stats_; }
   // Whether `peer` spent its allowance of refused changes: its messages are
@@ -283,6 +290,14 @@ class Replicator {
     int64_t last_index = -1;  // known once the last chunk arrived
     absl::Time last_progress;
   };
+  // A received change ahead of a gap, with its sender.
+  struct Pending {
+    store::ObjectChange change;
+    std::string sender;
+    absl::Time since;
+    size_t bytes = 0;
+  };
+  using PendingMap = std::map<std::pair<std::string, int64_t>, Pending>;
 
   Replicator(ReplicatorOptions options, ReplicaLog* log, absl::Time now);
 
@@ -327,8 +342,13 @@ class Replicator {
                        absl::Time now, std::vector<store::ObjectChange>* fresh);
   absl::Status ApplyOne(absl::string_view peer,
                         const store::ObjectChange& change);
-  void DrainPending(absl::string_view origin,
+  void DrainPending(absl::string_view origin, absl::Time now,
                     std::vector<store::ObjectChange>* fresh);
+  // Buffers `change` from `peer` behind its gap, within the limits
+  // (ReplicatorOptions::max_pending); false when it was dropped.
+  bool AddPending(absl::string_view peer, store::ObjectChange change,
+                  absl::Time now);
+  PendingMap::iterator ErasePending(PendingMap::iterator it);
   absl::Status ReloadVersions();
 
   void SendDigest(const std::string& peer, bool reply, absl::Time now);
@@ -377,10 +397,15 @@ class Replicator {
   std::deque<store::ObjectChange> undurable_;
   std::map<std::string, store::VersionVector, std::less<>> peer_versions_;
   std::map<std::string, absl::Time, std::less<>> last_digest_to_;
-  // Received changes ahead of a gap, by (origin, seq), with their sender.
-  std::map<std::pair<std::string, int64_t>,
-           std::pair<store::ObjectChange, std::string>>
-      pending_;
+  // Received changes ahead of a gap, by (origin, seq), with their sender;
+  // their bytes in all and by sender.
+  PendingMap pending_;
+  size_t pending_bytes_ = 0;
+  struct Share {
+    size_t count = 0;
+    size_t bytes = 0;
+  };
+  std::map<std::string, Share, std::less<>> pending_by_sender_;
   std::map<uint64_t, OutStream> streams_;
   std::map<std::pair<std::string, uint64_t>, InSnapshot> snapshots_;
   // (peer, origin) -> when the origin's certificate was asked of the peer.

@@ -553,5 +553,74 @@ TEST_CASE("one peer fills only its share of the delivery queue") {
   CHECK(c.node(0).driver->Deliver("node-1", bytes).ok());
 }
 
+// A push from `from` of `n` changes of `origin`, from seq `first` on, each
+// value `value_bytes` long.
+std::string PushAhead(const std::string& origin, int64_t first, int n,
+                      size_t value_bytes, absl::Time now) {
+  v1::ReplicationMessage m;
+  for (int i = 0; i < n; ++i) {
+    store::ObjectChange c;
+    c.stamp.origin = origin;
+    c.stamp.seq = first + i;
+    c.stamp.hlc = store::MakeHlc(absl::ToUnixMillis(now), 0);
+    c.ns = "kv";
+    c.key = absl::StrCat("ahead-", first + i);
+    c.value = std::string(value_bytes, 'v');
+    *m.mutable_push()->add_changes() = ToProto(c);
+  }
+  return m.SerializeAsString();
+}
+
+TEST_CASE(
+    "changes far ahead of any gap take at most a sender's share of the "
+    "buffer, and expire") {
+  Cluster c(3);
+  // node-1 sends 5,000 changes of an origin that will never fill the gap
+  // before them: a quarter of the 16,384 places are its share.
+  REQUIRE(
+      c.node(0)
+          .driver
+          ->Deliver("node-1", PushAhead("ghost", 1000, 5000, 16, c.clock.Now()))
+          .ok());
+  c.RunFor(absl::Milliseconds(10));
+  ReplicatorStats s = c.node(0).driver->Stats().replicator;
+  CHECK(s.changes_buffered == 4096);
+  CHECK(s.pending_dropped == 5000 - 4096);
+  // Another sender still has its own share.
+  REQUIRE(
+      c.node(0)
+          .driver
+          ->Deliver("node-2", PushAhead("ghost", 9000, 1, 16, c.clock.Now()))
+          .ok());
+  c.RunFor(absl::Milliseconds(10));
+  CHECK(c.node(0).driver->Stats().replicator.changes_buffered == 4097);
+  // Bytes count too: values of 900 KB, 4 to a message, hit the sender's
+  // 16 MiB (a quarter of 64) after 18 of them, not the count.
+  for (int i = 0; i < 6; ++i) {
+    REQUIRE(c.node(0)
+                .driver
+                ->Deliver("node-2", PushAhead("big", 100 + 4 * i, 4, 900 << 10,
+                                              c.clock.Now()))
+                .ok());
+  }
+  c.RunFor(absl::Milliseconds(10));
+  s = c.node(0).driver->Stats().replicator;
+  CHECK(s.changes_buffered == 4097 + 18);
+  CHECK(s.pending_dropped == 5000 - 4096 + 6);
+  // Nothing fills those gaps: after pending_timeout (30 s) they are gone.
+  c.RunFor(absl::Seconds(31));
+  s = c.node(0).driver->Stats().replicator;
+  CHECK(s.pending_expired == 4097 + 18);
+  // The shares are free again.
+  REQUIRE(
+      c.node(0)
+          .driver
+          ->Deliver("node-1", PushAhead("ghost", 20000, 10, 16, c.clock.Now()))
+          .ok());
+  c.RunFor(absl::Milliseconds(10));
+  CHECK(c.node(0).driver->Stats().replicator.changes_buffered ==
+        4097 + 18 + 10);
+}
+
 }  // namespace
 }  // namespace mycel::replication
