@@ -581,6 +581,9 @@ void Daemon::StartReplication() {
   replication::NodeReplication::Options o;
   o.name = config_.node_name();
   o.tombstone_max_age = *tombstone_retention;
+  // Checked when the config was read.
+  o.forgotten_after =
+      MembershipDeadRetention(config_).value_or(absl::Hours(24));
   o.objects = objects_.get();
   o.verifier = origin_verifier_.get();
   o.clock = &clock_;

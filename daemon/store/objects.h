@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -266,10 +267,13 @@ class ObjectStore {
   // Returns the rows skipped as the sender's doing (not signed by their
   // origin, or another node's object). Once more than `max_refused` rows fail
   // their signature check, it stops checking and applies nothing:
-  // RESOURCE_EXHAUSTED (a sender of forged rows costs a check each).
-  absl::StatusOr<size_t> ApplySnapshot(const SnapshotChunk& chunk,
-                                       absl::string_view sender,
-                                       size_t max_refused = SIZE_MAX);
+  // RESOURCE_EXHAUSTED (a sender of forged rows costs a check each). Rows
+  // of ours stamped at or after `remove_before` are never removed: what
+  // the sender's vector says is only its word.
+  absl::StatusOr<size_t> ApplySnapshot(
+      const SnapshotChunk& chunk, absl::string_view sender,
+      size_t max_refused = SIZE_MAX,
+      HlcTime remove_before = std::numeric_limits<HlcTime>::max());
   // Ends a full resync from `sender` whose first chunk carried `base` and
   // `proofs`: this node now holds every change up to it, and its log lacks
   // the ones it skipped. An origin's entry counts only up to a proof, its

@@ -54,6 +54,7 @@ absl::Status NodeReplication::Start(Options o) {
   d.replicator.random_seed = absl::ToUnixNanos(o.clock->Now());
   d.replicator.await_durable = true;
   d.replicator.tombstone_max_age = o.tombstone_max_age;
+  d.replicator.forgotten_after = o.forgotten_after;
   d.replicator.gc_interval = GcInterval(o.tombstone_max_age);
   d.clock = o.clock;
   d.io = o.io;

@@ -57,6 +57,8 @@ class NodeReplication {
     // ReplicatorOptions::tombstone_max_age. Garbage collection runs every
     // quarter of it, between every second and every minute.
     absl::Duration tombstone_max_age = absl::Hours(72);
+    // ReplicatorOptions::forgotten_after: membership's dead retention.
+    absl::Duration forgotten_after = absl::Hours(24);
   };
 
   NodeReplication() = default;

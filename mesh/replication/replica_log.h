@@ -33,7 +33,7 @@ class ReplicaLog {
       const std::pair<std::string, std::string>& after, size_t max_bytes) = 0;
   virtual absl::StatusOr<size_t> ApplySnapshot(
       const store::SnapshotChunk& chunk, absl::string_view sender,
-      size_t max_refused) = 0;
+      size_t max_refused, store::HlcTime remove_before) = 0;
   virtual absl::Status FinishResync(
       const store::VersionVector& base,
       const std::vector<store::ObjectChange>& proofs,
@@ -98,8 +98,9 @@ class ObjectStoreLog final : public ReplicaLog {
   }
   absl::StatusOr<size_t> ApplySnapshot(const store::SnapshotChunk& chunk,
                                        absl::string_view sender,
-                                       size_t max_refused) override {
-    return objects_->ApplySnapshot(chunk, sender, max_refused);
+                                       size_t max_refused,
+                                       store::HlcTime remove_before) override {
+    return objects_->ApplySnapshot(chunk, sender, max_refused, remove_before);
   }
   absl::Status FinishResync(const store::VersionVector& base,
                             const std::vector<store::ObjectChange>& proofs,

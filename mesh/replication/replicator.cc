@@ -55,6 +55,9 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Create(
   if (options.tombstone_max_age <= absl::ZeroDuration()) {
     return invalid("tombstone_max_age", "must be positive");
   }
+  if (options.forgotten_after <= absl::ZeroDuration()) {
+    return invalid("forgotten_after", "must be positive");
+  }
   if (options.max_pending_bytes == 0) {
     return invalid("max_pending_bytes", "must be positive");
   }
@@ -694,9 +697,17 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
   }
   // Rows the log refuses are charged like changes, and the log stops
   // checking signatures past what the peer has left.
+  // A row this node holds is removed as superseded and collected there only
+  // when it is old enough for that to be true (ReplicatorOptions::
+  // forgotten_after), a minute of clock skew aside.
+  const absl::Duration min_age =
+      std::min(options_.forgotten_after, options_.tombstone_max_age);
+  const store::HlcTime remove_before =
+      store::MakeHlc(absl::ToUnixMillis(now - min_age + absl::Minutes(1)), 0);
   absl::StatusOr<size_t> refused = log_->ApplySnapshot(
       snap, peer,
-      static_cast<size_t>(std::max(0.0, refusals_.Available(peer, now))));
+      static_cast<size_t>(std::max(0.0, refusals_.Available(peer, now))),
+      remove_before);
   if (!refused.ok()) {
     if (absl::IsResourceExhausted(refused.status())) {
       ChargeRefusals(peer, snap.rows.size(), now);

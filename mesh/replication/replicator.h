@@ -109,6 +109,14 @@ struct ReplicatorOptions {
   // log entries go even if a member has not seen them (the GC horizon).
   absl::Duration gc_interval = absl::Minutes(1);
   absl::Duration tombstone_max_age = absl::Hours(72);
+  // How long membership keeps a member that is away before it forgets it
+  // (its dead retention); until then the member's vector holds back GC.
+  // A change this node missed can be collected only once it was away past
+  // this or past tombstone_max_age, so the rows it holds that a resync
+  // finds superseded and collected were written at least the lesser of
+  // the two ago: a snapshot removes no younger row (whatever the sender's
+  // vector claims).
+  absl::Duration forgotten_after = absl::Hours(24);
   // Received changes waiting for a gap before them to fill: at most so
   // many, and so many bytes (ObjectStore::SizeOf), of which one sender may
   // hold a quarter; one that waited `pending_timeout` is dropped (the
