@@ -22,6 +22,8 @@ void Keep(absl::Status* first, absl::Status s) {
 
 // Origins in one certificate request, and certificates in one answer.
 constexpr int kMaxCertificatesPerMessage = 64;
+// Snapshots received from one peer at once (an honest one sends one).
+constexpr int kMaxSnapshotsPerPeer = 2;
 
 }  // namespace
 
@@ -664,6 +666,23 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
     return ReceiveAll(peer, chunk.changes(), now, &fresh);
   }
 
+  // An honest sender streams to a node one at a time; the state of each
+  // snapshot received (its proofs, the chunks seen) is held until it ends
+  // or stalls, so a sender may have only so many open.
+  if (!snapshots_.contains({std::string(peer), chunk.stream()})) {
+    int open = 0;
+    for (auto it = snapshots_.lower_bound({std::string(peer), 0});
+         it != snapshots_.end() && it->first.first == peer; ++it) {
+      ++open;
+    }
+    if (open >= kMaxSnapshotsPerPeer) {
+      ++stats_.snapshots_refused;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "snapshot stream ", chunk.stream(), " from ", peer, ": ", open,
+          " of its snapshots are open here already (at most ",
+          kMaxSnapshotsPerPeer, ")"));
+    }
+  }
   store::SnapshotChunk snap;
   snap.after = {chunk.after_namespace(), chunk.after_key()};
   snap.last = {chunk.last_namespace(), chunk.last_key()};

@@ -165,6 +165,9 @@ struct ReplicatorStats {
   uint64_t changes_streamed = 0;   // changes sent in chunks
   uint64_t rows_streamed = 0;      // snapshot rows sent
   uint64_t resyncs_completed = 0;  // full snapshots received whole
+  // Snapshot chunks of a new stream from a peer with kMaxSnapshotsPerPeer
+  // open already: refused.
+  uint64_t snapshots_refused = 0;
   uint64_t streams_timed_out = 0;
   uint64_t malformed = 0;
   // Messages whose sender authenticated under this node's own name (a node

@@ -649,5 +649,32 @@ TEST_CASE(
   CHECK(c.Get(0, "theirs") == "2");
 }
 
+TEST_CASE("a peer may have two snapshots open at a node, not more") {
+  Cluster c(2);
+  auto chunk0 = [](uint64_t stream) {
+    v1::ReplicationMessage m;
+    m.mutable_chunk()->set_stream(stream);
+    m.mutable_chunk()->set_index(0);
+    m.mutable_chunk()->set_snapshot(true);
+    m.mutable_chunk()->set_last_key("a");  // more chunks to come
+    return m.SerializeAsString();
+  };
+  for (uint64_t stream : {1, 2, 3}) {
+    REQUIRE(c.node(0).driver->Deliver("node-1", chunk0(stream)).ok());
+  }
+  c.RunFor(absl::Milliseconds(10));
+  CHECK(c.node(0).driver->Stats().replicator.snapshots_refused == 1);
+  // Another chunk of an open one is taken.
+  REQUIRE(c.node(0).driver->Deliver("node-1", chunk0(2)).ok());
+  c.RunFor(absl::Milliseconds(10));
+  CHECK(c.node(0).driver->Stats().replicator.snapshots_refused == 1);
+  // Stalled snapshots are dropped after twice the stream timeout (10 s):
+  // a new one is taken then.
+  c.RunFor(absl::Seconds(11));
+  REQUIRE(c.node(0).driver->Deliver("node-1", chunk0(4)).ok());
+  c.RunFor(absl::Milliseconds(10));
+  CHECK(c.node(0).driver->Stats().replicator.snapshots_refused == 1);
+}
+
 }  // namespace
 }  // namespace mycel::replication
