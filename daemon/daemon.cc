@@ -52,6 +52,10 @@ constexpr absl::string_view kNodeStatusNamespace = "node.status";
 constexpr absl::Duration kNodeStatusInterval = absl::Seconds(30);
 // The longest wait between two attempts to serve --listen after a join.
 constexpr absl::Duration kListenRetryMax = absl::Seconds(30);
+// The health service name (on the local socket) that says whether this
+// node serves the mesh on --listen: `mycel node health --service
+// mycel.v1.Gossip`.
+constexpr absl::string_view kMeshHealthService = "mycel.v1.Gossip";
 
 // The signals myceld handles, and what they mean (systemd's meanings).
 struct SignalMeaning {
@@ -315,6 +319,7 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
     tcp_serving_ = true;
   }
   ASSIGN_OR_RETURN(server_, ApiServer::Start(&io_, std::move(endpoints)));
+  SetMeshHealth(tcp_serving_);
   if (retry_tcp) RetryMeshServer(tcp.status());
   if (objects_ != nullptr) {
     // Checked when the config was read.
@@ -407,11 +412,20 @@ void Daemon::ServeMeshOverTcp() {
   if (tcp_serving_ || stopping_) return;
   absl::Status s = StartMeshServer();
   if (s.ok()) {
-    absl::MutexLock lock(&listen_mu_);
-    listen_error_.clear();
+    {
+      absl::MutexLock lock(&listen_mu_);
+      listen_error_.clear();
+    }
+    SetMeshHealth(tcp_serving_);
     return;
   }
   RetryMeshServer(s);
+}
+
+void Daemon::SetMeshHealth(bool serving) {
+  if (server_ != nullptr) {
+    server_->SetServingStatus("unix", std::string(kMeshHealthService), serving);
+  }
 }
 
 void Daemon::RetryMeshServer(const absl::Status& why) {
@@ -419,6 +433,7 @@ void Daemon::RetryMeshServer(const absl::Status& why) {
     absl::MutexLock lock(&listen_mu_);
     listen_error_ = std::string(why.message());
   }
+  SetMeshHealth(false);
   // The node is in the mesh but unreachable until it serves: a port held
   // by another process for a while (a client's ephemeral port, a previous
   // daemon still closing) must not leave it so for good.

@@ -121,6 +121,9 @@ class Daemon {
   // Says why --listen is not served (MeshInfo.listen_error, the log) and
   // tries again after the next backoff (event loop only).
   void RetryMeshServer(const absl::Status& why);
+  // What the local socket's health service answers for mycel.v1.Gossip:
+  // SERVING while this node serves the mesh on --listen.
+  void SetMeshHealth(bool serving);
   // Starts renewing the node certificate, once the node is in a mesh.
   void StartRotation();
   // Starts membership once TCP is served on `tcp_port` (the bound port,

@@ -84,6 +84,16 @@ int ApiServer::port(absl::string_view name) const {
   return 0;
 }
 
+void ApiServer::SetServingStatus(absl::string_view endpoint,
+                                 const std::string& service, bool serving) {
+  if (stopped_) return;
+  for (Running& r : endpoints_) {
+    if (r.name == endpoint) {
+      r.server->GetHealthCheckService()->SetServingStatus(service, serving);
+    }
+  }
+}
+
 Listener::Stats ApiServer::listener_stats(absl::string_view name) const {
   for (const Running& r : endpoints_) {
     if (r.name == name) return r.listener->stats();

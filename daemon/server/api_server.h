@@ -61,6 +61,11 @@ class ApiServer {
   // Counters of the endpoint named `name`'s listener.
   Listener::Stats listener_stats(absl::string_view name) const;
 
+  // What the health service of the endpoint named `endpoint` answers for
+  // `service` (grpc.health.v1, Check and Watch). No-op once shut down.
+  void SetServingStatus(absl::string_view endpoint, const std::string& service,
+                        bool serving);
+
   // Marks every endpoint NOT_SERVING, stops accepting, and waits up to
   // `grace` for calls in flight. Idempotent.
   void Shutdown(std::chrono::milliseconds grace);

@@ -152,6 +152,11 @@ TEST_CASE(
   CHECK_MESSAGE(Contains(join.err, "Address already in use"), join.err);
   CHECK(Contains(b.Local({"mesh", "info"}).out, "(not serving: "));
   CHECK(Contains(b.daemon.Log(), "cannot serve the mesh over TCP; will retry"));
+  // The local health check of the mesh says so too.
+  CommandResult gossip =
+      b.Local({"node", "health", "--service", "mycel.v1.Gossip"});
+  CHECK(gossip.exit_code == 1);
+  CHECK(Contains(gossip.out, "NOT_SERVING"));
   // The port is free again: b's next attempt serves it, without a restart,
   // and a sees b as a member.
   close(holder);
@@ -161,6 +166,10 @@ TEST_CASE(
   CommandResult info = b.Local({"mesh", "info"});
   CHECK(Contains(info.out, b.addr));
   CHECK_FALSE(Contains(info.out, "not serving"));
+  CommandResult serving =
+      b.Local({"node", "health", "--service", "mycel.v1.Gossip"});
+  CHECK_MESSAGE(serving.exit_code == 0, serving.err);
+  CHECK(Contains(serving.out, "SERVING"));
   auto a_sees_b = [&](absl::string_view state) {
     for (absl::string_view line :
          absl::StrSplit(a.Local({"mesh", "members"}).out, '\n')) {
@@ -184,6 +193,8 @@ TEST_CASE(
   REQUIRE(listen(holder, 1) == 0);
   REQUIRE(b.daemon.Start());
   CHECK(b.Local({"node", "health"}).exit_code == 0);
+  CHECK(b.Local({"node", "health", "--service", "mycel.v1.Gossip"}).exit_code ==
+        1);
   CHECK(Contains(b.Local({"mesh", "info"}).out, "(not serving: "));
   CHECK(Contains(b.daemon.Log(), "cannot serve the mesh over TCP; will retry"));
   close(holder);
@@ -191,6 +202,8 @@ TEST_CASE(
       [&] { return Contains(b.daemon.Log(), "serving the mesh over TCP"); },
       absl::Seconds(10)));
   CHECK_FALSE(Contains(b.Local({"mesh", "info"}).out, "not serving"));
+  CHECK(b.Local({"node", "health", "--service", "mycel.v1.Gossip"}).exit_code ==
+        0);
   CHECK(Eventually([&] { return a_sees_b("alive"); }, absl::Seconds(15)));
 }
 
