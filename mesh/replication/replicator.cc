@@ -450,6 +450,17 @@ absl::Status Replicator::HandleDigest(absl::string_view peer,
   if (At(*theirs, options_.name) > At(held_, options_.name)) {
     ++stats_.own_sequence_behind;
   }
+  // Only the origins this node holds (and its own) are ever read from a
+  // peer's vector: what to stream to it, what it has seen for GC, its lag.
+  // The rest are not kept, so that a peer's vector costs no more memory
+  // than ours, whatever it claims.
+  for (auto it = theirs->begin(); it != theirs->end();) {
+    if (it->first != options_.name && !held_.contains(it->first)) {
+      it = theirs->erase(it);
+    } else {
+      ++it;
+    }
+  }
   const std::string p(peer);
   peer_versions_[p] = *theirs;
   if (digest.reply()) SendDigest(p, /*reply=*/false, now);

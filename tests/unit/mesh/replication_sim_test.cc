@@ -808,6 +808,36 @@ TEST_CASE("bad options and malformed messages are INVALID_ARGUMENT") {
         static_cast<uint32_t>(rep.options().push_hops));
 }
 
+TEST_CASE("a peer's vector is kept only for the origins this node holds") {
+  Mesh mesh(Defaults(3, 21));
+  mesh.Write(0, "kv", "a", "1");
+  mesh.Write(1, "kv", "b", "1");
+  mesh.RunFor(absl::Seconds(3));
+  Replicator& rep = *mesh.node(0).rep;
+  rep.TakeOutbox();
+  // n01 claims 10,000 origins nobody holds, and to lack n00's change.
+  v1::ReplicationMessage m;
+  for (int i = 0; i < 10000; ++i) {
+    v1::ReplicationVersion* v = m.mutable_digest()->add_versions();
+    v->set_origin(absl::StrCat("ghost-", i));
+    v->set_seq(5);
+  }
+  v1::ReplicationVersion* theirs = m.mutable_digest()->add_versions();
+  theirs->set_origin("n01");
+  theirs->set_seq(1);
+  const absl::Time now = mesh.clock().Now();
+  REQUIRE(rep.HandleMessage("n01", m, now).ok());
+  const store::VersionVector& kept = rep.peer_versions().at("n01");
+  CHECK(kept.size() == 1);
+  CHECK(kept.at("n01") == 1);
+  // What it lacks still goes to it.
+  bool streamed = false;
+  for (const Outbound& out : rep.TakeOutbox()) {
+    streamed |= out.to == "n01" && out.message.has_chunk();
+  }
+  CHECK(streamed);
+}
+
 TEST_CASE("a node restored from an older copy learns peers hold more of it") {
   Mesh mesh(Defaults(3, 17));
   for (int i = 0; i < 3; ++i) mesh.Write(0, "kv", "a" + std::to_string(i), "1");
