@@ -258,6 +258,11 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
         absl::StrCat("connections_per_source: want a number from 1 to ",
                      kMaxConnectionsPerSource));
   }
+  if (config.has_max_watches() &&
+      (config.max_watches() < 1 || config.max_watches() > kMaxWatches)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_watches: want a number from 1 to ", kMaxWatches));
+  }
   int tls = !config.tls_cert().empty() + !config.tls_key().empty() +
             !config.tls_ca().empty();
   if (tls != 0 && tls != 3) {

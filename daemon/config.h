@@ -70,6 +70,8 @@ absl::StatusOr<mycel::v1::DaemonConfig> ParseConfigJson(
 inline constexpr int kMaxCellPool = 16;
 // The largest connections_per_source accepted.
 inline constexpr int kMaxConnectionsPerSource = 100000;
+// The largest max_watches accepted.
+inline constexpr int kMaxWatches = 1000000;
 
 // Checks values: log level, HOST:PORT syntax, TLS files given all together.
 absl::Status ValidateConfig(const mycel::v1::DaemonConfig& config);

@@ -254,7 +254,8 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
           [this](const store::ObjectChange& c) { OnRemoteChange(c); });
       state_ =
           std::make_unique<store::StateStore>(objects_.get(), store_.get());
-      state_watchers_ = std::make_unique<StateWatchers>(state_.get(), &io_);
+      state_watchers_ = std::make_unique<StateWatchers>(state_.get(), &io_,
+                                                        config_.max_watches());
     }
     set->state = std::make_unique<StateService>(state_.get(),
                                                 state_watchers_.get(), &io_);

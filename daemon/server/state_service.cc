@@ -62,7 +62,10 @@ class WatchReactor final
     }
     state_->Post([](WatchReactor* r) { r->Pump(); });
   }
-  ~WatchReactor() override { *alive_ = false; }
+  ~WatchReactor() override {
+    *alive_ = false;
+    watchers_->Close();  // StateService::Watch opened it
+  }
 
   void OnWriteDone(bool ok) override {
     state_->Post([ok](WatchReactor* r) {
@@ -192,6 +195,14 @@ void StateWatchers::Wait(int64_t revision, std::shared_ptr<bool> alive,
   // A write that committed since the caller read the revision may have
   // found no one waiting (Notify) and posted no check.
   Check();
+}
+
+bool StateWatchers::TryOpen() {
+  if (open_.fetch_add(1) >= max_open_) {
+    open_.fetch_sub(1);
+    return false;
+  }
+  return true;
 }
 
 void StateWatchers::Notify() {
@@ -341,6 +352,13 @@ grpc::ServerWriteReactor<mycel::v1::StateEvent>* StateService::Watch(
     return new FailedWriteReactor<mycel::v1::StateEvent>(
         ToGrpc(absl::InvalidArgumentError(absl::StrCat(
             "from_revision: must be 0 or more, got ", req->from_revision()))));
+  }
+  if (!watchers_->TryOpen()) {
+    return new FailedWriteReactor<mycel::v1::StateEvent>(
+        ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
+            "watch: ", watchers_->max_open(),
+            " watches are open on this node already (max_watches); close "
+            "one, or retry later"))));
   }
   return new WatchReactor(state_, watchers_, io_, *req);
 }

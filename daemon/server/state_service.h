@@ -29,8 +29,10 @@ class StateWatchers {
  public:
   static constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
 
-  StateWatchers(store::StateStore* state, boost::asio::io_context* io)
-      : state_(state), io_(io), timer_(*io) {}
+  // At most `max_open` Watch streams at once (TryOpen).
+  StateWatchers(store::StateStore* state, boost::asio::io_context* io,
+                int max_open = 4096)
+      : state_(state), io_(io), timer_(*io), max_open_(max_open) {}
   StateWatchers(const StateWatchers&) = delete;
   StateWatchers& operator=(const StateWatchers&) = delete;
 
@@ -48,6 +50,12 @@ class StateWatchers {
   // namespace notifies, so a caught-up watch hears of it now rather than
   // at its next poll.
   void OnChange(const store::ObjectChange& change);
+
+  // Any thread: counts a Watch stream in; false when `max_open` are open
+  // already. Each true is matched by one Close when the stream ends.
+  bool TryOpen();
+  void Close() { open_.fetch_sub(1); }
+  int max_open() const { return max_open_; }
 
  private:
   struct Waiter {
@@ -69,6 +77,8 @@ class StateWatchers {
   std::atomic<size_t> waiting_{0};
   // A check is posted and has not started yet.
   std::atomic<bool> notified_{false};
+  const int max_open_;
+  std::atomic<int> open_{0};
 };
 
 // Thread-safe. `state`, `watchers` and `io` must outlive it.

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -344,6 +345,47 @@ TEST_CASE(
   put("gc/k", "42");
   CHECK(last_seq > before_restart);
   CHECK(d.Cli({"state", "get", "gc/k"}).out == "42\n");
+}
+
+TEST_CASE("Watch streams beyond --max-watches are refused, freed on close") {
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--max-watches", "2"});
+  REQUIRE(d.Start());
+  auto stub = StateStub(d);
+  mycel::v1::WatchStateRequest req;
+  req.set_prefix("w/");
+  mycel::v1::StateEvent e;
+  // An accepted watch sends the keys, then SYNCED; a refused one nothing.
+  // Two open, each holding its place until its client goes.
+  auto ctx1 = Call();
+  auto r1 = stub->Watch(ctx1.get(), req);
+  REQUIRE(r1->Read(&e));
+  auto ctx2 = Call();
+  auto r2 = stub->Watch(ctx2.get(), req);
+  REQUIRE(r2->Read(&e));
+  // A third is refused, and says why.
+  auto ctx3 = Call();
+  auto r3 = stub->Watch(ctx3.get(), req);
+  CHECK_FALSE(r3->Read(&e));
+  grpc::Status refused = r3->Finish();
+  CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(refused.error_message().find("max_watches") != std::string::npos);
+  // The first goes: its place is free again (once the daemon has seen the
+  // cancellation).
+  ctx1->TryCancel();
+  (void)r1->Finish();
+  bool taken = false;
+  for (int i = 0; i < 50 && !taken; ++i) {
+    auto ctx = Call();
+    auto r = stub->Watch(ctx.get(), req);
+    taken = r->Read(&e);
+    ctx->TryCancel();
+    (void)r->Finish();
+    if (!taken) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(taken);
+  ctx2->TryCancel();
+  (void)r2->Finish();
 }
 
 TEST_CASE("a put acknowledged before kill -9 is there after a restart") {

@@ -144,8 +144,15 @@ TEST_CASE("bad input names the flag or field") {
   auto conns = ParseDaemonFlags({"--connections-per-source", "2000"});
   REQUIRE(conns.ok());
   CHECK(conns->config.connections_per_source() == 2000);
+  for (const char* bad : {"0", "-1", "1000001", "many"}) {
+    auto watches = ParseDaemonFlags({"--max-watches", bad});
+    CHECK_MESSAGE(watches.status().code() == absl::StatusCode::kInvalidArgument,
+                  bad);
+    CHECK_MESSAGE(watches.status().message().find("max_watches:") == 0, bad);
+  }
   auto defaults = ParseDaemonFlags({});
   REQUIRE(defaults.ok());
+  CHECK(defaults->config.max_watches() == 4096);
   CHECK(defaults->config.connections_per_source() == 512);
   auto pool = ParseDaemonFlags({"--cell-pool", "0"});
   REQUIRE(pool.ok());
