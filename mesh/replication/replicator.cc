@@ -795,6 +795,8 @@ void Replicator::Tick(absl::Time now) {
       ++it;
     }
   }
+  // Allowances back to full are forgotten (they behave as new ones).
+  refusals_.Prune(now);
   // A gap that anti-entropy has not filled by now will not be filled by
   // what waits behind it (a sender far ahead of any gap, or lying).
   for (auto it = pending_.begin(); it != pending_.end();) {
