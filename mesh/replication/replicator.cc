@@ -403,8 +403,9 @@ void Replicator::DrainPending(absl::string_view origin, absl::Time now,
     }
     auto it = pending_.find({o, held + 1});
     if (it == pending_.end()) return;
+    // ErasePending reads the sender (its share) and the bytes: copied first.
+    const std::string sender = it->second.sender;
     store::ObjectChange change = std::move(it->second.change);
-    const std::string sender = std::move(it->second.sender);
     ErasePending(it);
     if (absl::Status s = ApplyOne(sender, change); !s.ok()) {
       ChargeRefusal(sender, s, now);

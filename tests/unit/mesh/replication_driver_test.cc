@@ -676,5 +676,28 @@ TEST_CASE("a peer may have two snapshots open at a node, not more") {
   CHECK(c.node(0).driver->Stats().replicator.snapshots_refused == 1);
 }
 
+TEST_CASE("changes taken from the buffer give their sender's share back") {
+  Cluster c(2);
+  auto send = [&](int64_t first, int n) {
+    REQUIRE(
+        c.node(0)
+            .driver
+            ->Deliver("node-1", PushAhead("far", first, n, 16, c.clock.Now()))
+            .ok());
+    c.RunFor(absl::Milliseconds(10));
+  };
+  // node-1 fills its share with changes 2..4097 of an origin, then sends
+  // change 1: all of them are applied, in order, out of the buffer.
+  send(2, 4096);
+  CHECK(c.node(0).driver->Stats().replicator.changes_buffered == 4096);
+  send(1, 1);
+  CHECK(c.Get(0, "ahead-4097") == std::string(16, 'v'));
+  // Its share is whole again: changes ahead of the next gap are buffered.
+  send(5000, 10);
+  ReplicatorStats s = c.node(0).driver->Stats().replicator;
+  CHECK(s.changes_buffered == 4096 + 10);
+  CHECK(s.pending_dropped == 0);
+}
+
 }  // namespace
 }  // namespace mycel::replication
