@@ -211,12 +211,37 @@ std::vector<std::string> CgroupsBelow(const std::string& subtree) {
   return names;
 }
 
-bool WaitUntil(const std::function<bool()>& pred) {
-  for (int i = 0; i < 200; ++i) {
+// Polls `pred` every 25 ms until it holds or `limit` has passed.
+bool WaitUntil(const std::function<bool()>& pred,
+               std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
     if (pred()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   return pred();
+}
+
+// For what the daemon leaves to its background queue: removing a deleted
+// cell's cgroup, making and removing pooled blanks. That thread runs at
+// nice 19 by design, and beside a busy test suite on two CPUs (a QEMU guest
+// under TCG takes one whole) it can wait seconds for a CPU: a CI run once
+// saw a dead blank's cgroup still there after 5 s. The wait ends as soon
+// as the work is done, so a long limit costs a passing run nothing.
+constexpr std::chrono::milliseconds kBackgroundWait = std::chrono::seconds(60);
+
+// A pooled blank below `subtree` whose init runs in its cgroup (v1), or "".
+std::string ReadyBlank(const std::string& subtree) {
+  for (const std::string& c : CgroupsBelow(subtree)) {
+    if (absl::StartsWith(c, ".pool-") &&
+        !ReadFile(absl::StrCat("/sys/fs/cgroup/memory/", subtree, "/", c,
+                               "/cgroup.procs"))
+             .value_or("")
+             .empty()) {
+      return c;
+    }
+  }
+  return "";
 }
 
 TEST_CASE("a deleted cell's name is free at once; its processes go soon") {
@@ -250,13 +275,15 @@ TEST_CASE("a deleted cell's name is free at once; its processes go soon") {
           absl::StrCat("awk '{print $3}' /proc/", pid, "/stat 2>/dev/null"));
       return st.out.empty() || st.out == "Z\n";
     }));
-    CHECK(WaitUntil([&] {
-      std::vector<std::string> cells;
-      for (const std::string& c : CgroupsBelow(sub)) {
-        if (!absl::StartsWith(c, ".pool-")) cells.push_back(c);
-      }
-      return cells == std::vector<std::string>{"gone"};
-    }));
+    CHECK(WaitUntil(
+        [&] {
+          std::vector<std::string> cells;
+          for (const std::string& c : CgroupsBelow(sub)) {
+            if (!absl::StartsWith(c, ".pool-")) cells.push_back(c);
+          }
+          return cells == std::vector<std::string>{"gone"};
+        },
+        kBackgroundWait));
     CHECK(n.Cli({"cell", "rm", "gone"}).exit_code == 0);
   }
   for (const char* c :
@@ -298,15 +325,19 @@ TEST_CASE("a restarted myceld removes cgroups that a deleted cell left") {
   }));
   {
     Node n({"--cgroup-subtree", sub});
-    CHECK(WaitUntil([&] {
-      std::vector<std::string> now = CgroupsBelow(sub);
-      return std::find(now.begin(), now.end(), left) == now.end();
-    }));
-    CHECK(WaitUntil([&] {
-      auto st = testing::Shell(
-          absl::StrCat("awk '{print $3}' /proc/", pid, "/stat 2>/dev/null"));
-      return st.out.empty() || st.out == "Z\n";
-    }));
+    CHECK(WaitUntil(
+        [&] {
+          std::vector<std::string> now = CgroupsBelow(sub);
+          return std::find(now.begin(), now.end(), left) == now.end();
+        },
+        kBackgroundWait));
+    CHECK(WaitUntil(
+        [&] {
+          auto st = testing::Shell(absl::StrCat("awk '{print $3}' /proc/", pid,
+                                                "/stat 2>/dev/null"));
+          return st.out.empty() || st.out == "Z\n";
+        },
+        kBackgroundWait));
   }
   kill(pid, SIGKILL);
   for (const std::string& h : hierarchies) {
@@ -388,7 +419,13 @@ TEST_CASE("a cell made from the pool is the cell it was asked for") {
       const std::string name = absl::StrCat("pooled-", i);
       // The pool refills in the background; on a loaded machine it needs a
       // moment (without one every run may find it empty and make its own).
-      if (i > 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+      // A blank is ready once its init runs in its cgroup.
+      if (i > 0) {
+        CHECK(WaitUntil([&] { return !ReadyBlank(sub).empty(); },
+                        kBackgroundWait));
+        // The init is in its cgroup before the pool holds the blank.
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
       auto r = n.Cli(
           {"run", "--isolate", "pid,mount,uts,ipc", "--name", name,
            "--memory-max", absl::StrCat(32 + i, "M"), "--pids-max", "50", "--",
@@ -426,16 +463,12 @@ TEST_CASE("a cell made from the pool is the cell it was asked for") {
         n.Cli({"cell", "create", "first", "--isolate", "pid,uts"}).exit_code ==
         0);
     std::string blank;
-    REQUIRE(WaitUntil([&] {
-      for (const std::string& c : CgroupsBelow(sub)) {
-        if (absl::StartsWith(c, ".pool-")) blank = c;
-      }
-      return !blank.empty() &&
-             !ReadFile(absl::StrCat("/sys/fs/cgroup/memory/", sub, "/", blank,
-                                    "/cgroup.procs"))
-                  .value_or("")
-                  .empty();
-    }));
+    REQUIRE(WaitUntil(
+        [&] {
+          blank = ReadyBlank(sub);
+          return !blank.empty();
+        },
+        kBackgroundWait));
     std::string procs = ReadFile(absl::StrCat("/sys/fs/cgroup/memory/", sub,
                                               "/", blank, "/cgroup.procs"))
                             .value_or("");
@@ -451,18 +484,22 @@ TEST_CASE("a cell made from the pool is the cell it was asked for") {
         {"run", "--isolate", "pid,uts", "--name", "second", "--", "hostname"});
     CHECK_MESSAGE(r.exit_code == 0, r.err);
     CHECK(r.out == "second\n");
-    CHECK(WaitUntil([&] {
-      std::vector<std::string> now = CgroupsBelow(sub);
-      return std::find(now.begin(), now.end(), blank) == now.end();
-    }));
+    CHECK(WaitUntil(
+        [&] {
+          std::vector<std::string> now = CgroupsBelow(sub);
+          return std::find(now.begin(), now.end(), blank) == now.end();
+        },
+        kBackgroundWait));
     // Limits the kernel refuses fail a pooled cell as they fail any other,
     // and leave nothing of it behind.
-    REQUIRE(WaitUntil([&] {
-      for (const std::string& c : CgroupsBelow(sub)) {
-        if (absl::StartsWith(c, ".pool-")) return true;
-      }
-      return false;
-    }));
+    REQUIRE(WaitUntil(
+        [&] {
+          for (const std::string& c : CgroupsBelow(sub)) {
+            if (absl::StartsWith(c, ".pool-")) return true;
+          }
+          return false;
+        },
+        kBackgroundWait));
     // Memory nodes are left to the kernel to check: one past the last.
     std::string possible =
         ReadFile("/sys/devices/system/node/possible").value_or("0");
@@ -476,10 +513,12 @@ TEST_CASE("a cell made from the pool is the cell it was asked for") {
     CHECK_MESSAGE(bad.err.find("limits: cpuset_mems: ") != std::string::npos,
                   bad.err);
     CHECK(n.Cli({"cell", "get", "bad"}).exit_code == 1);
-    CHECK(WaitUntil([&] {
-      std::vector<std::string> now = CgroupsBelow(sub);
-      return std::find(now.begin(), now.end(), "bad") == now.end();
-    }));
+    CHECK(WaitUntil(
+        [&] {
+          std::vector<std::string> now = CgroupsBelow(sub);
+          return std::find(now.begin(), now.end(), "bad") == now.end();
+        },
+        kBackgroundWait));
     CHECK(n.Cli({"cell", "rm", "first"}).exit_code == 0);
   }
   CHECK(CgroupsBelow(sub).empty());
