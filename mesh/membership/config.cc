@@ -19,6 +19,7 @@ Config Config::Wan() {
   c.gossip_interval = absl::Milliseconds(500);
   c.gossip_to_the_dead_time = absl::Seconds(60);
   c.delivery_timeout = absl::Seconds(30);
+  c.join_sync_delay = absl::Seconds(2);
   return c;
 }
 
@@ -68,6 +69,8 @@ absl::Status ValidateConfig(const Config& c) {
         "reconnect_max_backoff");
   if (!positive(c.join_retry_interval))
     return absl::InvalidArgumentError("join_retry_interval: must be positive");
+  if (c.join_sync_delay < absl::ZeroDuration())
+    return absl::InvalidArgumentError("join_sync_delay: must be >= 0");
   if (c.gossip_budget_bytes < 1024 ||
       c.gossip_budget_bytes > c.max_message_bytes / 2)
     return absl::InvalidArgumentError(

@@ -668,6 +668,16 @@ void Membership::HandlePushPull(absl::string_view peer, const PushPull& pp,
       }
       backoff_.erase(SeedKey(it->second));
       seed_requests_.erase(it);
+      // Members that joined after us are still news travelling by gossip:
+      // one sync soon brings what a random member has learnt since.
+      if (config_.join_sync_delay > absl::ZeroDuration() && !left_) {
+        const absl::Time at = At(now_us) + config_.join_sync_delay *
+                                               (0.5 + prng_.UniformDouble());
+        if (at < next_push_pull_) {
+          next_push_pull_ = at;
+          join_sync_due_ = true;
+        }
+      }
     }
     return;
   }
@@ -887,8 +897,16 @@ void Membership::Gossip(int64_t now_us) {
 
 void Membership::PushPullWithRandomMember(int64_t now_us) {
   if (left_) return;
-  const std::vector<uint32_t> t =
-      RandomMembers(1, kNoMember, /*alive_only=*/true, now_us);
+  // The sync soon after a join (join_sync_delay) goes, over links (see
+  // GossipTargets), to a member we have a connection with: every node of
+  // a mesh that starts at once makes one, and a new connection costs a
+  // handshake on both sides. The periodic one is memberlist's.
+  std::vector<uint32_t> t;
+  if (join_sync_due_ && config_.gossip_over_links && linked_count_ > 0) {
+    SampleLinked(1, &t);
+  }
+  join_sync_due_ = false;
+  if (t.empty()) t = RandomMembers(1, kNoMember, /*alive_only=*/true, now_us);
   if (t.empty()) return;
   const std::string& name = members_[t[0]].record->name;
   SendPushPull(name, AddressOf(name), next_seq_++, false);

@@ -420,6 +420,8 @@ class Membership {
   absl::Time next_probe_;
   absl::Time next_gossip_;
   absl::Time next_push_pull_;
+  // The next push-pull is the sync soon after a join (join_sync_delay).
+  bool join_sync_due_ = false;
   absl::Time next_reconnect_;
   absl::Time next_maintenance_;
 

@@ -774,6 +774,45 @@ TEST_CASE("join through a seed; labels and capacity travel with alive") {
   CHECK(HasEvent(b->TakeEvents(), MemberEventKind::kUpdated, "a"));
 }
 
+TEST_CASE(
+    "a joined node syncs once with a member soon after the seed answers") {
+  // The syncs b sends a (not the join itself, not answers) within 2 s of
+  // a's answer to its join, with `delay`: before a, which the test no
+  // longer answers, can be held dead and retried. The periodic sync is an
+  // hour away (from a random phase, as every node starts).
+  auto syncs_after_join = [](absl::Duration delay) {
+    Fixture f;
+    MembershipOptions o = f.Options("b", {});
+    o.config.push_pull_interval = absl::Hours(1);
+    o.config.join_sync_delay = delay;
+    std::unique_ptr<Membership> a = f.Node("a", {});
+    std::unique_ptr<Membership> b = *Membership::Create(o, f.now);
+    b->Join({std::string("a:7946")}, f.now);
+    Pump(f, {{"a", a.get()}, {"b", b.get()}});
+    REQUIRE(b->StateOf("a") == MemberState::kAlive);
+    const absl::Time answered = f.now;
+    std::vector<absl::Duration> syncs;
+    f.Run(b.get(), answered + absl::Seconds(2), [&](Outbound& out) {
+      const PushPull* pp = std::get_if<PushPull>(&out.message.body);
+      if (pp != nullptr && !pp->reply && !pp->join && out.to == "a") {
+        syncs.push_back(f.now - answered);
+      }
+    });
+    return syncs;
+  };
+  // join_sync_delay (500 ms by default) jittered x0.5 to x1.5, once.
+  std::vector<absl::Duration> on = syncs_after_join(absl::Milliseconds(500));
+  REQUIRE(on.size() == 1);
+  CHECK(on[0] >= absl::Milliseconds(250));
+  CHECK(on[0] < absl::Milliseconds(750));
+  CHECK(Config::Lan().join_sync_delay == absl::Milliseconds(500));
+  // Zero turns it off.
+  CHECK(syncs_after_join(absl::ZeroDuration()).empty());
+  Config bad = Config::Lan();
+  bad.join_sync_delay = absl::Milliseconds(-1);
+  CHECK(ValidateConfig(bad).message() == "join_sync_delay: must be >= 0");
+}
+
 TEST_CASE("an unanswered seed is retried with growing, capped backoff") {
   Fixture f;
   std::unique_ptr<Membership> a = f.Node("a", {});
