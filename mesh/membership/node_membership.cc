@@ -123,6 +123,7 @@ absl::Status NodeMembership::Start(Options options) {
     if (what == nullptr) return;
     log::Info(what, {{"member", e.name}, {"incarnation", e.incarnation}});
   });
+  if (options.on_event) driver_->Subscribe(std::move(options.on_event));
   if (!options.seeds.empty()) driver_->Join(options.seeds);
   log::Info("membership: gossiping over gRPC",
             {{"advertise", options.advertise},

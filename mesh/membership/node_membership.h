@@ -59,6 +59,10 @@ class NodeMembership {
     Clock* clock = nullptr;
     boost::asio::io_context* io = nullptr;
     store::Store* store = nullptr;
+    // Called with every membership event from the start on (before the
+    // first seed is contacted), on the driver's callback thread; may be
+    // empty.
+    MembershipDriver::Subscriber on_event;
   };
 
   NodeMembership() = default;

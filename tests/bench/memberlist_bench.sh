@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# memberlist_bench.sh [--impl memberlist[,mycel]] [--nodes 10,50] [--runs 10]
+# memberlist_bench.sh [--impl memberlist[,mycel][,mycelhost]] [--nodes 10,50] [--runs 10]
 #                     [--out FILE] [options]
 #
 # Membership on one host, the anchor for mycel's SWIM + Lifeguard:
@@ -44,7 +44,8 @@
 # 60 s). --idle 20 --settle 5 for a quick look.
 #
 # Options:
-#   --impl LIST          memberlist, mycel, or both comma-separated (memberlist)
+#   --impl LIST          memberlist, mycel, mycelhost (all nodes in one
+#                        process), comma-separated (memberlist)
 #   --nodes LIST         node counts (10,50)
 #   --runs R             runs per N and implementation (10)
 #   --out FILE           append one JSON line per run (see "results" below)
@@ -246,11 +247,19 @@ impl_node_memberlist() { # NAME PORT SEEDS
 # (always mTLS).
 mycel_root=
 impl_prepare_mycel() {
-  local myceld=${MYCEL_BUILD:-$src/build}/daemon/myceld max=0 n i
+  local myceld=${MYCEL_BUILD:-$src/build}/daemon/myceld
   [[ -x $myceld ]] || die "mycel: $myceld is missing (./dev.sh build, or set MYCEL_BUILD)"
   [[ -x ${MYCEL_BUILD:-$src/build}/tests/bench/mycel_node ]] ||
     die "mycel: tests/bench/mycel_node is missing (ninja -C build mycel_node)"
   ((EUID == 0)) || die "mycel: myceld needs root (cgroups)"
+  mycel_make_pki
+  impl_version="myceld $("$myceld" --version 2>/dev/null | head -1), gRPC over mTLS"
+}
+# The CA and every node's certificate in $mycel_root/nI (gen-pki.sh's
+# file names), once for mycel and mycelhost alike.
+mycel_make_pki() {
+  local max=0 n i
+  [[ -z $mycel_root ]] || return 0
   mycel_root=$(mktemp -d /tmp/mycel-bench.XXXXXX)
   for n in "${n_arr[@]}"; do ((n > max)) && max=$n; done
   log "mycel: a mesh CA and $max node certificates (not timed)"
@@ -260,7 +269,6 @@ impl_prepare_mycel() {
     cp "$mycel_root/ca/ca.crt" "$mycel_root/ca/ca.key" "$mycel_root/n$i/"
     MYCEL_MESH=bench MYCEL_NODE=n$i "$src/packaging/gen-pki.sh" "$mycel_root/n$i" '' >/dev/null
   done
-  impl_version="myceld $("$myceld" --version 2>/dev/null | head -1), gRPC over mTLS"
 }
 mycel_nodes_made=0
 impl_node_mycel() { # NAME PORT SEEDS
@@ -273,6 +281,30 @@ impl_node_mycel() { # NAME PORT SEEDS
     "${MYCEL_BUILD:-$src/build}/daemon/myceld" "$1" "$2" "$3"
     "$mycel_root/$1" "$work")
 }
+# mycelhost: every node of a run in one process, tests/bench/memberlist/
+# mycel_host.cc (built as tests/bench/mycel_host): each node is the
+# membership part of a myceld (its own port, certificate, mutual-TLS
+# server, Gossip service, peer channels and SQLite member table), sharing
+# the process's gRPC threads and one event loop of two threads. The issue
+# allows it ("if fitting 50 on 2 cores honestly needs one process that
+# hosts many nodes, do that and say so"). The script drives it through a
+# FIFO: "start" for each node (the host writes the node's lines to its
+# nI.out), "kill" for the victim (its listener and connections close, no
+# leave), "bytes" for the idle windows (each node is given the process's
+# bytes divided by the running nodes: the mean, not a per-node figure).
+# The host starts before the seeds, so its own start (gRPC's and
+# OpenSSL's set-up, once) is not in the launch.
+host_bin=
+impl_prepare_mycelhost() {
+  host_bin=${MYCEL_BUILD:-$src/build}/tests/bench/mycel_host
+  [[ -x $host_bin ]] ||
+    die "mycelhost: $host_bin is missing (ninja -C build mycel_host)"
+  mycel_make_pki
+  impl_version="mycel_host (membership of myceld $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?')), N nodes in one process, gRPC over mTLS"
+}
+impl_node_mycelhost() { # NAME PORT SEEDS
+  cmd=(start "$1" "$2" "${3:--}")
+}
 mycel_cleanup() {
   [[ -n $mycel_root ]] || return 0
   rm -rf "$mycel_root"
@@ -283,7 +315,7 @@ mycel_cleanup() {
 # --- set-up -------------------------------------------------------------------
 for impl in "${impl_arr[@]}"; do
   declare -F "impl_prepare_$impl" >/dev/null ||
-    die "unknown implementation $impl (memberlist, mycel)"
+    die "unknown implementation $impl (memberlist, mycel, mycelhost)"
 done
 # The script's clock is mlnode's, whatever the implementations.
 [[ -d /usr/share/gocode/src/golang.org/x/sys/unix ]] ||
@@ -340,8 +372,33 @@ ports_free() { # BASE N: no socket but TIME-WAIT ones (SO_REUSEADDR) on them
 start_node() { # DIR IMPL INDEX SEEDS
   local name=n$3
   "impl_node_$2" "$name" "$((port0 + $3))" "$4"
+  if [[ -n $host_pid ]]; then
+    : >"$1/$name.err"
+    echo "${cmd[*]} $1/$name.out" >&"$host_ctl"
+    pids[$3]=$host_pid
+    return
+  fi
   "${cmd[@]}" >"$1/$name.out" 2>"$1/$name.err" &
   pids[$3]=$!
+}
+
+# mycelhost: the one process of a run, and the FIFO that commands it.
+host_pid=
+host_ctl=
+start_host() { # DIR
+  mkfifo "$1/host.ctl"
+  mkdir -p "$1/host"
+  "$host_bin" "$mycel_root" "$1/host" <"$1/host.ctl" >"$1/host.out" \
+    2>"$1/host.err" &
+  host_pid=$!
+  exec {host_ctl}>"$1/host.ctl"
+}
+stop_host() {
+  [[ -n $host_pid ]] || return 0
+  exec {host_ctl}>&-
+  kill -KILL "$host_pid" 2>/dev/null || true
+  wait "$host_pid" 2>/dev/null || true
+  host_pid=
 }
 
 # has_line DIR INDEX REGEX: node INDEX's stdout has a line matching REGEX.
@@ -401,7 +458,11 @@ usr1_count_min() { # DIR INDEX...: the fewest usr1 BYTES lines among them
 usr1_all() { # DIR WANT INDEX...: signal, wait until each has WANT lines
   local d=$1 want=$2 i k
   shift 2
-  for i in "$@"; do kill -USR1 "${pids[$i]}"; done
+  if [[ -n $host_pid ]]; then
+    echo bytes >&"$host_ctl"
+  else
+    for i in "$@"; do kill -USR1 "${pids[$i]}"; done
+  fi
   for ((k = 0; k < 500; k++)); do
     (($(usr1_count_min "$d" "$@") >= want)) && return 0
     sleep 0.01
@@ -484,6 +545,7 @@ run_one() { # IMPL N RUN
     ports_free "$port0" "$n" || die "ports $base_port+$n and $port0+$n are in use"
   }
   load1=$(cut -d' ' -f1 /proc/loadavg)
+  [[ $impl != mycelhost ]] || start_host "$dir"
   tfirst=$(now)
   # seeds first, each joining the ones before it
   for ((s = 0; s < seeds; s++)); do
@@ -518,8 +580,12 @@ run_one() { # IMPL N RUN
     i=$((seeds + RANDOM % (n - seeds)))
     victim=n$i
     tkill=$(now)
-    kill -KILL "${pids[$i]}"
-    wait "${pids[$i]}" 2>/dev/null || true
+    if [[ -n $host_pid ]]; then
+      echo "kill $victim" >&"$host_ctl"
+    else
+      kill -KILL "${pids[$i]}"
+      wait "${pids[$i]}" 2>/dev/null || true
+    fi
     pids[i]=''
     for ((s = 0; s < n; s++)); do ((s == i)) || survivors+=("$s"); done
     deadline=$((tkill + detect_timeout * 1000000000))
@@ -541,6 +607,7 @@ run_one() { # IMPL N RUN
       log "run $run: no idle measurement (a node exited or ignored SIGUSR1)"
     fi
   fi
+  stop_host
   for i in "${!pids[@]}"; do
     [[ -z ${pids[$i]} ]] || kill -KILL "${pids[$i]}" 2>/dev/null || true
   done
