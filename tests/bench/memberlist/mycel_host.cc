@@ -38,8 +38,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
@@ -68,6 +66,8 @@
 #include "runtime/fs.h"
 #include "runtime/listener.h"
 #include "runtime/unique_fd.h"
+#include "tests/bench/memberlist/tcp_bytes.h"
+#include "tests/testing/io_loop.h"
 
 namespace mycel {
 namespace {
@@ -82,29 +82,6 @@ int64_t MonotonicNs() {
   std::cerr << "mycel_host: " << what << std::endl;
   _exit(1);
 }
-
-// The event loop the nodes share, run by `threads` threads (2 by default:
-// the machine's CPUs; a myceld runs one; MYCEL_HOST_IO_THREADS).
-class Loop {
- public:
-  explicit Loop(int threads) : guard_(boost::asio::make_work_guard(io)) {
-    for (int i = 0; i < threads; ++i) {
-      threads_.emplace_back([this] { io.run(); });
-    }
-  }
-  ~Loop() {
-    guard_.reset();
-    io.stop();
-    for (std::thread& t : threads_) t.join();
-  }
-  boost::asio::io_context io;
-  AsioClock clock{&io};
-
- private:
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type>
-      guard_;
-  std::vector<std::thread> threads_;
-};
 
 // A node's bench lines: one write(2) each, as the contract asks.
 class Out {
@@ -127,9 +104,9 @@ class Out {
 
 class Node {
  public:
-  Node(Loop* loop, const std::string& pki_root, const std::string& work,
-       const std::string& name, int port, std::vector<std::string> seeds,
-       const std::string& out_file)
+  Node(testing::IoLoop* loop, const std::string& pki_root,
+       const std::string& work, const std::string& name, int port,
+       std::vector<std::string> seeds, const std::string& out_file)
       : name_(name), out_(out_file) {
     const std::string pki = absl::StrCat(pki_root, "/", name);
     TlsFiles files;
@@ -237,31 +214,6 @@ class Node {
   std::unique_ptr<ApiServer> server_;
 };
 
-// Bytes sent on this process's open TCP sockets, and how many there are.
-void ProcessTcpBytes(uint64_t* sent, uint64_t* conns) {
-  *sent = 0;
-  *conns = 0;
-  FILE* ss = popen("ss -tinpH 2>/dev/null", "r");
-  if (ss == nullptr) Die("cannot run ss");
-  const std::string mine = absl::StrCat("pid=", getpid(), ",");
-  bool in_mine = false;
-  char buf[4096];
-  while (fgets(buf, sizeof(buf), ss) != nullptr) {
-    const std::string line(buf);
-    if (line.empty()) continue;
-    if (line[0] != ' ' && line[0] != '\t') {
-      in_mine = line.find(mine) != std::string::npos;
-      *conns += in_mine;
-      continue;
-    }
-    const size_t at = line.find("bytes_sent:");
-    if (in_mine && at != std::string::npos) {
-      *sent += std::strtoull(line.c_str() + at + 11, nullptr, 10);
-    }
-  }
-  pclose(ss);
-}
-
 // The nodes, made by `threads` threads at once (MYCEL_HOST_START_THREADS, 4
 // by default), as 50 myceld start side by side. One thread making them in
 // turn, while the first ones already gossip, took a median 1.17 s of a
@@ -269,7 +221,8 @@ void ProcessTcpBytes(uint64_t* sent, uint64_t* conns) {
 // 0.47-0.54 s, 8 threads 0.42-0.55 s (2 or 3 runs each, 2026-12-06).
 class Nodes {
  public:
-  Nodes(Loop* loop, std::string pki_root, std::string work, int threads)
+  Nodes(testing::IoLoop* loop, std::string pki_root, std::string work,
+        int threads)
       : loop_(loop), pki_root_(std::move(pki_root)), work_(std::move(work)) {
     for (int i = 0; i < threads; ++i) {
       threads_.emplace_back([this] { Work(); });
@@ -310,11 +263,12 @@ class Nodes {
   void Bytes() {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(this, &Nodes::Idle));
-    uint64_t sent = 0, conns = 0;
-    ProcessTcpBytes(&sent, &conns);
+    const bench::TcpBytes b = bench::TcpBytesOf(getpid());
     const int64_t t = MonotonicNs();
     const uint64_t n = nodes_.empty() ? 1 : nodes_.size();
-    for (auto& [name, node] : nodes_) node->Bytes(t, sent / n, conns / n);
+    for (auto& [name, node] : nodes_) {
+      node->Bytes(t, b.sent / n, b.connections / n);
+    }
   }
 
  private:
@@ -351,7 +305,7 @@ class Nodes {
     }
   }
 
-  Loop* const loop_;
+  testing::IoLoop* const loop_;
   const std::string pki_root_;
   const std::string work_;
   absl::Mutex mu_;
@@ -376,7 +330,9 @@ int Main(int argc, char** argv) {
   // As myceld does at start: Debian's Abseil checks the lock order of every
   // Mutex acquisition, gRPC's included.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  Loop loop(EnvInt("MYCEL_HOST_IO_THREADS", 2));
+  // The event loop the nodes share: two threads (the machine's CPUs; a
+  // myceld runs one), or MYCEL_HOST_IO_THREADS.
+  testing::IoLoop loop(EnvInt("MYCEL_HOST_IO_THREADS", 2));
   Nodes nodes(&loop, argv[1], argv[2], EnvInt("MYCEL_HOST_START_THREADS", 4));
   std::string line;
   while (std::getline(std::cin, line)) {

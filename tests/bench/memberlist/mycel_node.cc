@@ -37,6 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/bench/memberlist/tcp_bytes.h"
+
 namespace {
 
 int64_t Now() {
@@ -65,30 +67,10 @@ std::vector<std::string> Split(const std::string& s, char sep) {
 
 // Bytes sent on the daemon's TCP sockets, and how many sockets it has.
 void Bytes(pid_t daemon) {
-  uint64_t sent = 0, conns = 0;
-  FILE* ss = popen("ss -tinpH 2>/dev/null", "r");
-  if (ss != nullptr) {
-    const std::string mine = "pid=" + std::to_string(daemon) + ",";
-    bool in_mine = false;
-    char buf[4096];
-    while (fgets(buf, sizeof(buf), ss) != nullptr) {
-      const std::string line(buf);
-      if (line.empty()) continue;
-      if (line[0] != ' ' && line[0] != '\t') {
-        in_mine = line.find(mine) != std::string::npos;
-        conns += in_mine;
-        continue;
-      }
-      const size_t at = line.find("bytes_sent:");
-      if (in_mine && at != std::string::npos) {
-        sent += std::strtoull(line.c_str() + at + 11, nullptr, 10);
-      }
-    }
-    pclose(ss);
-  }
+  const mycel::bench::TcpBytes b = mycel::bench::TcpBytesOf(daemon);
   Out("BYTES " + std::to_string(Now()) +
-      " reason=usr1 udp_bytes=0 udp_pkts=0 tcp_bytes=" + std::to_string(sent) +
-      " tcp_conns=" + std::to_string(conns));
+      " reason=usr1 udp_bytes=0 udp_pkts=0 tcp_bytes=" +
+      std::to_string(b.sent) + " tcp_conns=" + std::to_string(b.connections));
 }
 
 // Ends the daemon: SIGTERM, then SIGKILL after 5 s.

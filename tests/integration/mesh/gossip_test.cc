@@ -44,6 +44,7 @@
 #include "mycel/v1/gossip.grpc.pb.h"
 #include "runtime/asio_clock.h"
 #include "runtime/fs.h"
+#include "tests/testing/io_loop.h"
 #include "tests/testing/process.h"
 
 namespace mycel {
@@ -121,25 +122,8 @@ TlsFiles NodeTlsFiles(const Pki& pki, const std::string& name) {
   return files;
 }
 
-// An io_context run by two threads, as the daemon's loop is.
-class Loop {
- public:
-  Loop() : guard_(boost::asio::make_work_guard(io)) {
-    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { io.run(); });
-  }
-  ~Loop() {
-    guard_.reset();
-    io.stop();
-    for (std::thread& t : threads_) t.join();
-  }
-  boost::asio::io_context io;
-  AsioClock clock{&io};
-
- private:
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type>
-      guard_;
-  std::vector<std::thread> threads_;
-};
+// An io_context run by two threads.
+using Loop = testing::IoLoop;
 
 // One node: trust, a TLS gRPC server with the Gossip service, membership.
 class Node {

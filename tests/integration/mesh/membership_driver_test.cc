@@ -25,6 +25,7 @@
 #include "mesh/membership/fake_signer.h"
 #include "mesh/membership/member_store.h"
 #include "runtime/asio_clock.h"
+#include "tests/testing/io_loop.h"
 #include "tests/testing/process.h"
 
 namespace mycel::membership {
@@ -45,25 +46,8 @@ Config FastProfile() {
   return c;
 }
 
-// An io_context run by two threads, as the daemon's loop is.
-class Loop {
- public:
-  Loop() : guard_(boost::asio::make_work_guard(io)) {
-    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { io.run(); });
-  }
-  ~Loop() {
-    guard_.reset();
-    io.stop();
-    for (std::thread& t : threads_) t.join();
-  }
-  boost::asio::io_context io;
-  AsioClock clock{&io};
-
- private:
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type>
-      guard_;
-  std::vector<std::thread> threads_;
-};
+// An io_context run by two threads.
+using Loop = testing::IoLoop;
 
 // Polls `done` every 10 ms of real time; the time it took, or nullopt.
 std::optional<absl::Duration> WaitFor(const std::function<bool()>& done,
