@@ -97,14 +97,15 @@ struct Config {
   // push-pull went unanswered (the seed busy with many joins at once) is
   // retried within about a second, as Consul's retry_join does.
   absl::Duration join_retry_interval = absl::Seconds(1);
-  // Not in memberlist. Once a seed answered its join, a node syncs with
-  // one random live member this long later (jittered x0.5 to x1.5), not
-  // push_pull_interval later: the members that joined after it are then
-  // still news travelling by gossip, and a node with few connections
-  // hears little gossip (gossip_over_links). In the simulator's storm of
-  // 50 nodes started over 0.7 s (30 ms per connection, seeds 31-80), the
-  // time from the last start to convergence went from 0.86 s median and
-  // 1.62 s at most to 0.59 and 0.92. Zero: no such sync.
+  // Not in memberlist. Once a seed answered its join, a node syncs this
+  // long later (jittered x0.5 to x1.5), not push_pull_interval later, with
+  // a member it has a connection with (with gossip_over_links; else any
+  // live member): the members that joined after it are then still news
+  // travelling by gossip, and a node with few connections hears little
+  // gossip. In the simulator's storm of 50 nodes started over 0.7 s (30 ms
+  // per connection, seeds 31-80), the time from the last start to
+  // convergence went from 0.86 s median and 1.62 s at most to 0.56 and
+  // 1.35. Zero: no such sync.
   absl::Duration join_sync_delay = absl::Milliseconds(500);
   // Per-target backoff after unanswered attempts: interval * 2^failures,
   // capped here.

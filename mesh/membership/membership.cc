@@ -669,7 +669,7 @@ void Membership::HandlePushPull(absl::string_view peer, const PushPull& pp,
       backoff_.erase(SeedKey(it->second));
       seed_requests_.erase(it);
       // Members that joined after us are still news travelling by gossip:
-      // one sync soon brings what a random member has learnt since.
+      // one sync soon brings what a member has learnt since.
       if (config_.join_sync_delay > absl::ZeroDuration() && !left_) {
         const absl::Time at = At(now_us) + config_.join_sync_delay *
                                                (0.5 + prng_.UniformDouble());
