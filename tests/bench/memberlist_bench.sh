@@ -373,7 +373,7 @@ start_node() { # DIR IMPL INDEX SEEDS
   local name=n$3
   "impl_node_$2" "$name" "$((port0 + $3))" "$4"
   if [[ -n $host_pid ]]; then
-    : >"$1/$name.err"
+    ln -sf host.err "$1/$name.err" # what the logs of a failed node show
     echo "${cmd[*]} $1/$name.out" >&"$host_ctl"
     pids[$3]=$host_pid
     return
