@@ -107,7 +107,7 @@ class Node {
   Node(testing::IoLoop* loop, const std::string& pki_root,
        const std::string& work, const std::string& name, int port,
        std::vector<std::string> seeds, const std::string& out_file)
-      : name_(name), out_(out_file) {
+      : name_(name), out_(std::make_shared<Out>(out_file)) {
     const std::string pki = absl::StrCat(pki_root, "/", name);
     TlsFiles files;
     files.cert_file = pki + "/server.crt";
@@ -141,7 +141,7 @@ class Node {
 
     const std::string address = absl::StrCat("127.0.0.1:", port);
     // memberlist's DefaultLANConfig, which the "lan" profile equals.
-    out_.Line(absl::StrCat(
+    out_->Line(absl::StrCat(
         "CONFIG name=", name,
         " probe_interval_ms=1000 probe_timeout_ms=500 indirect_checks=3 "
         "suspicion_mult=4 gossip_interval_ms=200 gossip_nodes=3 "
@@ -157,7 +157,9 @@ class Node {
     o.clock = &loop->clock;
     o.io = &loop->io;
     o.store = store_.get();
-    o.on_event = [this](const membership::MemberEvent& e) {
+    // The callback holds the file, not the node: one already posted may
+    // run while a "kill" destroys the node.
+    o.on_event = [out = out_, self = name](const membership::MemberEvent& e) {
       const char* kind = nullptr;
       switch (e.kind) {
         case membership::MemberEventKind::kJoined:
@@ -172,14 +174,14 @@ class Node {
         default:
           return;
       }
-      if (e.name == name_) return;
-      out_.Line(
+      if (e.name == self) return;
+      out->Line(
           absl::StrCat("EVENT ", MonotonicNs(), " ", kind, " ", e.name, " -"));
     };
     Check(membership_.Start(std::move(o)), "membership");
     const int64_t t = MonotonicNs();
-    out_.Line(absl::StrCat("START ", t, " name=", name, " addr=", address));
-    out_.Line(absl::StrCat("EVENT ", t, " join ", name, " ", address));
+    out_->Line(absl::StrCat("START ", t, " name=", name, " addr=", address));
+    out_->Line(absl::StrCat("EVENT ", t, " join ", name, " ", address));
   }
 
   // As a SIGKILL: no leave, every connection closed.
@@ -189,7 +191,7 @@ class Node {
   }
 
   void Bytes(int64_t t, uint64_t bytes, uint64_t conns) {
-    out_.Line(absl::StrCat(
+    out_->Line(absl::StrCat(
         "BYTES ", t, " reason=usr1 udp_bytes=0 udp_pkts=0 tcp_bytes=", bytes,
         " tcp_conns=", conns));
   }
@@ -205,7 +207,7 @@ class Node {
   }
 
   std::string name_;
-  Out out_;
+  std::shared_ptr<Out> out_;
   identity::Trust trust_;
   std::shared_ptr<identity::Authorizer> authz_;
   std::unique_ptr<store::Store> store_;
