@@ -155,6 +155,16 @@ void BlankPool::Make(int ns_flags) {
     if (!absl::IsAlreadyExists(s)) Remove(blank->cgroup);
     return;
   }
+  // An init that died while it was made (killed from outside; this thread
+  // runs at low priority and may wait long between the clone and here)
+  // never enters the pool: nothing would take it out but a cell that asks
+  // for these namespaces.
+  if (blank->init->WaitExited(absl::ZeroDuration())) {
+    log::Warn("a pooled cell's init died before it was ready",
+              {{"cgroup", blank->cgroup}});
+    Remove(blank->cgroup);
+    return;
+  }
   {
     absl::MutexLock lock(&mu_);
     if (!closing_) {

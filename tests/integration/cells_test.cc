@@ -225,9 +225,11 @@ bool WaitUntil(const std::function<bool()>& pred,
 // For what the daemon leaves to its background queue: removing a deleted
 // cell's cgroup, making and removing pooled blanks. That thread runs at
 // nice 19 by design, and beside a busy test suite on two CPUs (a QEMU guest
-// under TCG takes one whole) it can wait seconds for a CPU: a CI run once
-// saw a dead blank's cgroup still there after 5 s. The wait ends as soon
-// as the work is done, so a long limit costs a passing run nothing.
+// under TCG takes one whole) it can wait seconds for a CPU. The wait ends
+// as soon as the work is done, so a long limit costs a passing run
+// nothing. (A CI run saw a dead blank's cgroup stay for good: the init
+// was killed while that thread was still making the blank, which then
+// entered the pool dead; BlankPool::Make now drops such a blank.)
 constexpr std::chrono::milliseconds kBackgroundWait = std::chrono::seconds(60);
 
 // A pooled blank below `subtree` whose init runs in its cgroup (v1), or "".
