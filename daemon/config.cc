@@ -258,6 +258,13 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
         absl::StrCat("connections_per_source: want a number from 1 to ",
                      kMaxConnectionsPerSource));
   }
+  if (config.has_open_connections_per_source() &&
+      (config.open_connections_per_source() < 1 ||
+       config.open_connections_per_source() > kMaxConnectionsPerSource)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("open_connections_per_source: want a number from 1 to ",
+                     kMaxConnectionsPerSource));
+  }
   if (config.has_max_watches() &&
       (config.max_watches() < 1 || config.max_watches() > kMaxWatches)) {
     return absl::InvalidArgumentError(

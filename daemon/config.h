@@ -68,7 +68,8 @@ absl::StatusOr<mycel::v1::DaemonConfig> ParseConfigJson(
 
 // Most blank cells --cell-pool may ask for, per set of namespaces.
 inline constexpr int kMaxCellPool = 16;
-// The largest connections_per_source accepted.
+// The largest connections_per_source (and open_connections_per_source)
+// accepted.
 inline constexpr int kMaxConnectionsPerSource = 100000;
 // The largest max_watches accepted.
 inline constexpr int kMaxWatches = 1000000;

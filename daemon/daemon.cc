@@ -392,6 +392,7 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
   e.socket = std::move(tcp);
   e.credentials = std::move(creds);
   e.per_source_burst = config_.connections_per_source();
+  e.per_source_open = config_.open_connections_per_source();
   e.services = services_.back()->all();
   return e;
 }

@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <future>
 
@@ -180,6 +181,7 @@ Listener::Stats Listener::stats() const {
   s.refused_admission = refused_admission_.load();
   s.refused_no_fds = refused_no_fds_.load();
   s.refused_rate = refused_rate_.load();
+  s.refused_open = refused_open_.load();
   s.accept_failures = accept_failures_.load();
   return s;
 }
@@ -202,18 +204,38 @@ void Listener::LogRefusal(absl::string_view why, const absl::Status& detail) {
             {{"listener", options_.name}, {"reason", why}, {"error", detail}});
 }
 
-bool Listener::OverRate(const sockaddr_storage& peer, socklen_t len) {
-  std::string key;
+namespace {
+
+// The source address of a TCP peer, as bytes; empty for other families
+// (a unix socket's peers have no address to tell apart).
+std::string SourceKey(const sockaddr_storage& peer) {
   if (peer.ss_family == AF_INET) {
     const auto* a = reinterpret_cast<const sockaddr_in*>(&peer);
-    key.assign(reinterpret_cast<const char*>(&a->sin_addr), 4);
-  } else if (peer.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&peer);
-    key.assign(reinterpret_cast<const char*>(&a->sin6_addr), 16);
-  } else {
-    return false;  // unix peers have no address to tell apart
+    return std::string(reinterpret_cast<const char*>(&a->sin_addr), 4);
   }
-  (void)len;
+  if (peer.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&peer);
+    return std::string(reinterpret_cast<const char*>(&a->sin6_addr), 16);
+  }
+  return std::string();
+}
+
+// The kernel's identifier of the socket `fd` names (unique for the
+// boot), or 0 when `fd` is closed or not a socket.
+uint64_t SocketCookie(int fd) {
+  uint64_t cookie = 0;
+  socklen_t len = sizeof(cookie);
+  if (getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &len) != 0) return 0;
+  return cookie;
+}
+
+// Sweeps the open connections of every source after this many were
+// recorded, so that sources that never reach their cap are forgotten.
+constexpr size_t kSweepEvery = 4096;
+
+}  // namespace
+
+bool Listener::OverRate(const std::string& source) {
   const absl::Time now = absl::Now();
   if (recent_.size() > 4096) {
     // Forget sources that have been quiet for a whole window.
@@ -226,7 +248,7 @@ bool Listener::OverRate(const sockaddr_storage& peer, socklen_t len) {
       it = next;
     }
   }
-  std::vector<absl::Time>& times = recent_[key];
+  std::vector<absl::Time>& times = recent_[source];
   size_t old = 0;
   while (old < times.size() && now - times[old] > options_.per_source_window) {
     ++old;
@@ -237,6 +259,37 @@ bool Listener::OverRate(const sockaddr_storage& peer, socklen_t len) {
   }
   times.push_back(now);
   return false;
+}
+
+bool Listener::AtOpenCap(const std::string& source) {
+  auto forget_closed = [](std::vector<Handed>& v) {
+    v.erase(std::remove_if(
+                v.begin(), v.end(),
+                [](const Handed& h) { return SocketCookie(h.fd) != h.cookie; }),
+            v.end());
+  };
+  if (recorded_since_sweep_ >= kSweepEvery) {
+    recorded_since_sweep_ = 0;
+    for (auto it = open_.begin(); it != open_.end();) {
+      auto next = std::next(it);
+      forget_closed(it->second);
+      if (it->second.empty()) open_.erase(it);
+      it = next;
+    }
+  }
+  auto it = open_.find(source);
+  if (it == open_.end()) return false;
+  const auto cap = static_cast<size_t>(options_.per_source_open);
+  if (it->second.size() < cap) return false;
+  forget_closed(it->second);
+  return it->second.size() >= cap;
+}
+
+void Listener::RecordOpen(const std::string& source, int fd) {
+  const uint64_t cookie = SocketCookie(fd);
+  if (cookie == 0) return;
+  open_[source].push_back(Handed{fd, cookie});
+  ++recorded_since_sweep_;
 }
 
 void Listener::OnReadable() {
@@ -275,12 +328,20 @@ void Listener::OnReadable() {
                      ", reserve ", options_.fd_reserve)));
       continue;
     }
-    if (OverRate(peer, len)) {
+    const std::string source = SourceKey(peer);
+    if (!source.empty() && OverRate(source)) {
       refused_rate_.fetch_add(1);
       LogRefusal("too many connections from one source",
                  absl::ResourceExhaustedError(absl::StrCat(
                      "more than ", options_.per_source_burst, " within ",
                      absl::FormatDuration(options_.per_source_window))));
+      continue;
+    }
+    if (!source.empty() && AtOpenCap(source)) {
+      refused_open_.fetch_add(1);
+      LogRefusal("too many connections open from one source",
+                 absl::ResourceExhaustedError(
+                     absl::StrCat(options_.per_source_open, " open already")));
       continue;
     }
     if (options_.admit) {
@@ -304,6 +365,7 @@ void Listener::OnReadable() {
       }
     }
     accepted_.fetch_add(1);
+    if (!source.empty()) RecordOpen(source, fd.get());
     options_.on_connection(std::move(fd));
   }
   Arm();

@@ -10,7 +10,11 @@
 //    one of the last `fd_reserve` descriptors the process may open, so
 //    that clients can never take the descriptors the daemon needs for its
 //    own work; and, per source address, when that source opened more than
-//    `per_source_burst` connections within `per_source_window`;
+//    `per_source_burst` connections within `per_source_window`, or has
+//    `per_source_open` connections open already (gRPC owns a connection
+//    once handed over and closes it without telling us, so a connection
+//    counts as open while its descriptor still names the same socket:
+//    SO_COOKIE, checked only when a source reaches its cap);
 //  - running out: when accept4 fails with EMFILE or ENFILE, the listener
 //    waits `retry_delay` and tries again, so it accepts again as soon as
 //    descriptors are free (gRPC 1.51's own listener stops for good).
@@ -70,6 +74,7 @@ class Listener {
     // Per source address (TCP only; a unix socket's peers share none).
     int per_source_burst = 512;
     absl::Duration per_source_window = absl::Seconds(10);
+    int per_source_open = 256;
     absl::Duration retry_delay = absl::Milliseconds(100);
   };
 
@@ -79,6 +84,7 @@ class Listener {
     uint64_t refused_admission = 0;
     uint64_t refused_no_fds = 0;   // within the reserve
     uint64_t refused_rate = 0;     // a source over its burst
+    uint64_t refused_open = 0;     // a source with per_source_open open
     uint64_t accept_failures = 0;  // EMFILE/ENFILE and others, retried
   };
 
@@ -100,7 +106,12 @@ class Listener {
  private:
   void Arm();
   void OnReadable();
-  bool OverRate(const sockaddr_storage& peer, socklen_t len);
+  bool OverRate(const std::string& source);
+  // Whether `source` has per_source_open connections open; forgets the
+  // ones that have closed since they were handed over.
+  bool AtOpenCap(const std::string& source);
+  // Records a connection handed over (its descriptor and socket cookie).
+  void RecordOpen(const std::string& source, int fd);
   void LogRefusal(absl::string_view why, const absl::Status& detail);
 
   boost::asio::io_context* const io_;
@@ -110,9 +121,16 @@ class Listener {
   boost::asio::steady_timer retry_;
   // Recent connection times per source address (its bytes), oldest first.
   absl::flat_hash_map<std::string, std::vector<absl::Time>> recent_;
+  // Connections handed over per source address, as (descriptor, cookie).
+  struct Handed {
+    int fd;
+    uint64_t cookie;
+  };
+  absl::flat_hash_map<std::string, std::vector<Handed>> open_;
+  size_t recorded_since_sweep_ = 0;
   absl::Time last_refusal_log_ = absl::InfinitePast();
   std::atomic<uint64_t> accepted_{0}, refused_admission_{0}, refused_no_fds_{0},
-      refused_rate_{0}, accept_failures_{0};
+      refused_rate_{0}, refused_open_{0}, accept_failures_{0};
   bool closed_ = false;
 };
 

@@ -4,7 +4,7 @@
 add_library(mycel_adversarial STATIC adversarial/adversarial.cc)
 mycel_compile_options(mycel_adversarial)
 target_link_libraries(mycel_adversarial PUBLIC mycel_testing mycel_proto
-  PkgConfig::GRPCPP PkgConfig::ABSL)
+  PkgConfig::GRPCPP PkgConfig::ABSL PkgConfig::OPENSSL)
 target_compile_definitions(mycel_adversarial PRIVATE
   MYCEL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 

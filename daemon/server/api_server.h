@@ -38,6 +38,9 @@ class ApiServer {
     // Listener's per_source_burst; the daemon passes its
     // connections_per_source setting).
     int per_source_burst = Listener::Options{}.per_source_burst;
+    // Connections one source address may hold open (per_source_open; the
+    // daemon's open_connections_per_source).
+    int per_source_open = Listener::Options{}.per_source_open;
   };
 
   // How long a connection may take to complete its handshake (TLS, and

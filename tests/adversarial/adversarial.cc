@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -50,6 +52,57 @@ int ConnectTcp(int port) {
     return -1;
   }
   return fd;
+}
+
+std::unique_ptr<HeldTls> HeldTls::Open(const char* source, int port) {
+  // A write to a connection the server closed must fail, not end the test.
+  signal(SIGPIPE, SIG_IGN);
+  std::unique_ptr<HeldTls> h(new HeldTls());
+  h->fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (h->fd_ < 0) return nullptr;
+  timeval tv{5, 0};
+  setsockopt(h->fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(h->fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  if (inet_pton(AF_INET, source, &src.sin_addr) != 1 ||
+      bind(h->fd_, reinterpret_cast<sockaddr*>(&src), sizeof(src)) != 0) {
+    return nullptr;
+  }
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(h->fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    return nullptr;
+  }
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  h->ctx_ = ctx;
+  if (ctx == nullptr) return nullptr;
+  static const unsigned char kAlpn[] = {2, 'h', '2'};
+  SSL_CTX_set_alpn_protos(ctx, kAlpn, sizeof(kAlpn));
+  SSL* ssl = SSL_new(ctx);
+  h->ssl_ = ssl;
+  if (ssl == nullptr || SSL_set_fd(ssl, h->fd_) != 1) return nullptr;
+  // No certificate, and the server's is not checked: an attacker's view.
+  if (SSL_connect(ssl) != 1) return nullptr;
+  static const char kPreface[] =
+      "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+      "\0\0\0\4\0\0\0\0\0";  // and an empty SETTINGS frame
+  if (SSL_write(ssl, kPreface, sizeof(kPreface) - 1) !=
+      static_cast<int>(sizeof(kPreface) - 1)) {
+    return nullptr;
+  }
+  // The server's SETTINGS: the connection is up at the HTTP/2 layer too.
+  char buf[256];
+  if (SSL_read(ssl, buf, sizeof(buf)) <= 0) return nullptr;
+  return h;
+}
+
+HeldTls::~HeldTls() {
+  if (ssl_ != nullptr) SSL_free(static_cast<SSL*>(ssl_));
+  if (ctx_ != nullptr) SSL_CTX_free(static_cast<SSL_CTX*>(ctx_));
+  if (fd_ >= 0) close(fd_);
 }
 
 Pki::Pki(std::string dir) : dir_(std::move(dir)) {

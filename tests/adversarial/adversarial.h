@@ -36,6 +36,25 @@ std::chrono::milliseconds Elapsed(std::chrono::steady_clock::time_point since);
 int ConnectUnix(const std::string& path);
 int ConnectTcp(int port);
 
+// A TLS connection from `source` (an address of this host, such as
+// "127.0.0.2") to 127.0.0.1:port that presents no certificate, completes
+// the handshake and sends HTTP/2's preface, then says nothing more: what a
+// client without credentials can hold open. Closed when destroyed.
+class HeldTls {
+ public:
+  // nullptr when the server refused or closed the connection.
+  static std::unique_ptr<HeldTls> Open(const char* source, int port);
+  HeldTls(const HeldTls&) = delete;
+  HeldTls& operator=(const HeldTls&) = delete;
+  ~HeldTls();
+
+ private:
+  HeldTls() = default;
+  int fd_ = -1;
+  void* ctx_ = nullptr;  // SSL_CTX
+  void* ssl_ = nullptr;  // SSL
+};
+
 // A throwaway CA and certificates (packaging/gen-pki.sh).
 class Pki {
  public:

@@ -144,6 +144,16 @@ TEST_CASE("bad input names the flag or field") {
   auto conns = ParseDaemonFlags({"--connections-per-source", "2000"});
   REQUIRE(conns.ok());
   CHECK(conns->config.connections_per_source() == 2000);
+  for (const char* bad : {"0", "-1", "100001", "many"}) {
+    auto open = ParseDaemonFlags({"--open-connections-per-source", bad});
+    CHECK_MESSAGE(open.status().code() == absl::StatusCode::kInvalidArgument,
+                  bad);
+    CHECK_MESSAGE(
+        open.status().message().find("open_connections_per_source:") == 0, bad);
+  }
+  auto open = ParseDaemonFlags({"--open-connections-per-source", "20"});
+  REQUIRE(open.ok());
+  CHECK(open->config.open_connections_per_source() == 20);
   for (const char* bad : {"0", "-1", "1000001", "many"}) {
     auto watches = ParseDaemonFlags({"--max-watches", bad});
     CHECK_MESSAGE(watches.status().code() == absl::StatusCode::kInvalidArgument,
@@ -154,6 +164,7 @@ TEST_CASE("bad input names the flag or field") {
   REQUIRE(defaults.ok());
   CHECK(defaults->config.max_watches() == 4096);
   CHECK(defaults->config.connections_per_source() == 512);
+  CHECK(defaults->config.open_connections_per_source() == 256);
   auto pool = ParseDaemonFlags({"--cell-pool", "0"});
   REQUIRE(pool.ok());
   CHECK(pool->config.has_cell_pool());

@@ -46,8 +46,16 @@ class TcpListenerFixture {
 
   // A connected client socket (the kernel completes the handshake whether
   // or not the listener keeps the connection).
-  UniqueFd Connect() const {
+  // `from` picks the source address (any of 127.0.0.0/8 is this host's).
+  UniqueFd Connect(const char* from = nullptr) const {
     UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (from != nullptr) {
+      sockaddr_in src{};
+      src.sin_family = AF_INET;
+      REQUIRE(inet_pton(AF_INET, from, &src.sin_addr) == 1);
+      REQUIRE(bind(fd.get(), reinterpret_cast<sockaddr*>(&src), sizeof(src)) ==
+              0);
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port_));
@@ -63,7 +71,7 @@ class TcpListenerFixture {
         std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (std::chrono::steady_clock::now() < deadline) {
       const Listener::Stats s = listener_->stats();
-      if (s.accepted + s.refused_rate >= n) return;
+      if (s.accepted + s.refused_rate + s.refused_open >= n) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     FAIL("the listener did not handle ", n, " connections in 5 s");
@@ -74,6 +82,12 @@ class TcpListenerFixture {
     std::vector<int> fds;
     for (const UniqueFd& fd : handed_) fds.push_back(fd.get());
     return fds;
+  }
+  // Closes the i-th connection handed over, as gRPC does when it is done.
+  void CloseHanded(size_t i) {
+    absl::MutexLock l(&mu_);
+    REQUIRE(i < handed_.size());
+    handed_[i] = UniqueFd();
   }
   Listener::Stats stats() const { return listener_->stats(); }
 
@@ -133,6 +147,62 @@ TEST_CASE("the default burst admits a 50-node mesh's joins from one host") {
   f.WaitHandled(100);
   CHECK(f.stats().accepted == 100);
   CHECK(f.stats().refused_rate == 0);
+}
+
+// Whether the peer closed `c`: a read sees EOF within 200 ms.
+bool SeesEof(const UniqueFd& c) {
+  timeval tv{0, 200 * 1000};
+  setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char b;
+  return read(c.get(), &b, 1) == 0;
+}
+
+TEST_CASE("a source holding its cap of open connections is refused more") {
+  // A client that completes its handshake and then holds the connection
+  // is not refused by the burst once its window has passed: without a cap
+  // on what it holds, it took every descriptor of the daemon in minutes.
+  Listener::Options o;
+  o.per_source_open = 3;
+  TcpListenerFixture f(o);
+  std::vector<UniqueFd> clients;
+  for (int i = 0; i < 5; ++i) clients.push_back(f.Connect());
+  f.WaitHandled(5);
+  CHECK(f.stats().accepted == 3);
+  CHECK(f.stats().refused_open == 2);
+  int eof = 0;
+  for (UniqueFd& c : clients) eof += SeesEof(c) ? 1 : 0;
+  CHECK(eof == 2);
+
+  SUBCASE("another source is not held back") {
+    UniqueFd other = f.Connect("127.0.0.2");
+    f.WaitHandled(6);
+    CHECK(f.stats().accepted == 4);
+    CHECK_FALSE(SeesEof(other));
+  }
+  SUBCASE("a connection closed by its owner frees its place") {
+    f.CloseHanded(0);
+    // The closed descriptor's number is taken again at once by a socket
+    // that is not the connection: it must not count as the connection.
+    UniqueFd reuse(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    UniqueFd again = f.Connect();
+    f.WaitHandled(6);
+    CHECK(f.stats().accepted == 4);
+    CHECK_FALSE(SeesEof(again));
+    UniqueFd over = f.Connect();
+    f.WaitHandled(7);
+    CHECK(f.stats().refused_open == 3);
+    CHECK(SeesEof(over));
+  }
+}
+
+TEST_CASE("the default cap of open connections holds a 50-node mesh") {
+  // About two connections each from 49 peers sharing one address.
+  TcpListenerFixture f(Listener::Options{});
+  std::vector<UniqueFd> clients;
+  for (int i = 0; i < 2 * 50; ++i) clients.push_back(f.Connect());
+  f.WaitHandled(100);
+  CHECK(f.stats().accepted == 100);
+  CHECK(f.stats().refused_open == 0);
 }
 
 }  // namespace
