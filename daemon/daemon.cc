@@ -376,9 +376,13 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
   // Re-read often enough that a renewed node certificate (at two thirds of
   // its life) is served long before the old one expires.
   std::shared_ptr<grpc::ServerCredentials> creds = MtlsServerCredentials(
-      files, identity::RefreshIntervalFor(mesh_ != nullptr
-                                              ? mesh_->node_validity()
-                                              : pki::kDefaultNodeValidity));
+      files,
+      identity::RefreshIntervalFor(mesh_ != nullptr
+                                       ? mesh_->node_validity()
+                                       : pki::kDefaultNodeValidity),
+      // Only an authority with a join token open serves clients without a
+      // certificate (joins).
+      [this] { return mesh_ != nullptr && mesh_->AdmitsJoins(); });
   creds->SetAuthMetadataProcessor(tcp_authz_);
   ASSIGN_OR_RETURN(ListeningSocket tcp, ListenTcp(config_.listen()));
   services_.push_back(

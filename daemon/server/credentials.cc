@@ -2,9 +2,11 @@
 
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/base/call_once.h"
 #include "mesh/identity/tls_defaults.h"
@@ -27,6 +29,55 @@ void ApplyTlsDefaults() {
   });
 }
 
+namespace gx = grpc::experimental;
+
+// Refuses, at the handshake, a client that presents no certificate when
+// the node admits none (see MtlsServerCredentials). A certificate that is
+// presented was chained to the CA by gRPC before this runs.
+class CertlessGate final : public gx::ExternalCertificateVerifier {
+ public:
+  explicit CertlessGate(std::function<bool()> admits)
+      : admits_(std::move(admits)) {}
+
+  bool Verify(gx::TlsCustomVerificationCheckRequest* request,
+              std::function<void(grpc::Status)>,
+              grpc::Status* sync_status) override {
+    if (request->peer_cert().empty() && !admits_()) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      LogRefusals();
+      *sync_status = grpc::Status(
+          grpc::StatusCode::UNAUTHENTICATED,
+          "no client certificate: this node serves only holders of a mesh "
+          "certificate (only an authority with a join token open serves "
+          "joins)");
+      return true;
+    }
+    *sync_status = grpc::Status::OK;
+    return true;
+  }
+  void Cancel(gx::TlsCustomVerificationCheckRequest*) override {}
+
+ private:
+  // At most a line a minute, with the count since the last one.
+  void LogRefusals() {
+    const int64_t now = absl::ToUnixSeconds(absl::Now());
+    int64_t last = last_log_.load(std::memory_order_relaxed);
+    if (now - last < 60 || !last_log_.compare_exchange_strong(
+                               last, now, std::memory_order_relaxed)) {
+      return;
+    }
+    log::Info("closed connections without a client certificate",
+              {{"count", static_cast<int64_t>(refused_.exchange(0))},
+               {"reason",
+                "only an authority with a join token open serves clients "
+                "without one"}});
+  }
+
+  const std::function<bool()> admits_;
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<int64_t> last_log_{0};
+};
+
 }  // namespace
 
 absl::StatusOr<TlsFiles> ReadTlsFiles(const mycel::v1::DaemonConfig& config) {
@@ -41,8 +92,8 @@ absl::StatusOr<TlsFiles> ReadTlsFiles(const mycel::v1::DaemonConfig& config) {
 }
 
 std::shared_ptr<grpc::ServerCredentials> MtlsServerCredentials(
-    const TlsFiles& files, absl::Duration refresh) {
-  namespace gx = grpc::experimental;
+    const TlsFiles& files, absl::Duration refresh,
+    std::function<bool()> admits_certless) {
   ApplyTlsDefaults();
   auto seconds = static_cast<unsigned int>(
       std::max<int64_t>(1, absl::ToInt64Seconds(refresh)));
@@ -52,6 +103,11 @@ std::shared_ptr<grpc::ServerCredentials> MtlsServerCredentials(
   tls.watch_root_certs();
   tls.watch_identity_key_cert_pairs();
   tls.set_cert_request_type(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  if (admits_certless) {
+    tls.set_certificate_verifier(
+        gx::ExternalCertificateVerifier::Create<CertlessGate>(
+            std::move(admits_certless)));
+  }
   return gx::TlsServerCredentials(tls);
 }
 

@@ -4,6 +4,7 @@
 
 #include <grpcpp/security/server_credentials.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,17 +31,24 @@ absl::StatusOr<TlsFiles> ReadTlsFiles(const mycel::v1::DaemonConfig& config);
 
 // Mutual TLS: the server presents the certificate of `files` and asks every
 // client for a certificate, which must chain to the CA when one is
-// presented. A client without one completes the handshake, so that it can
-// reach the methods anyone may call (Mesh.GetCa, Mesh.Admit); the
-// authorizer (mesh/identity) refuses it everything else, and re-checks
-// every certificate on every call.
+// presented. Whether a client without one completes the handshake is
+// `admits_certless`'s answer, asked at each such handshake (empty: always
+// yes). Those that do can reach only the methods anyone may call
+// (Mesh.GetCa, Mesh.Admit): the authorizer (mesh/identity) refuses them
+// everything else, and re-checks every certificate on every call. The
+// daemon admits them only while it serves joins (an authority holding a
+// join token that can still admit someone): gRPC 1.51's HTTP/2 server has
+// no defence against a client that opens and resets streams without end
+// (docs/security.md), so a node takes streams only from holders of a mesh
+// certificate unless it must serve joins.
 //
 // The files are re-read every `refresh`, so that a renewed certificate
 // (written atomically in place) serves new connections without a restart.
 // The first call turns TLS session tickets off for the process
 // (mesh/identity/tls_defaults.h).
 std::shared_ptr<grpc::ServerCredentials> MtlsServerCredentials(
-    const TlsFiles& files, absl::Duration refresh);
+    const TlsFiles& files, absl::Duration refresh,
+    std::function<bool()> admits_certless = nullptr);
 
 }  // namespace mycel
 

@@ -211,6 +211,23 @@ MeshStatus MeshNode::Status() const {
   return s;
 }
 
+bool MeshNode::AdmitsJoins() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!ca_.has_value()) return false;
+  }
+  absl::StatusOr<std::vector<pki::StoredJoinToken>> tokens =
+      store_.ListTokens();
+  // A store that cannot list the tokens cannot take a use of one either:
+  // no join could succeed, so none is served.
+  if (!tokens.ok()) return false;
+  const absl::Time now = options_.clock->Now();
+  for (const pki::StoredJoinToken& t : *tokens) {
+    if (!t.revoked && t.uses_left > 0 && t.expires > now) return true;
+  }
+  return false;
+}
+
 std::optional<NodeCredentials> MeshNode::Credentials() const {
   absl::MutexLock lock(&mu_);
   return node_;

@@ -127,6 +127,11 @@ class MeshNode {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   MeshStatus Status() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether this node serves joins now: it holds the CA key and a join
+  // token that can still admit someone (not revoked, not expired, uses
+  // left), its own or another authority's. The TLS server asks at every
+  // handshake without a client certificate (daemon/server/credentials.h).
+  bool AdmitsJoins() ABSL_LOCKS_EXCLUDED(mu_);
   // The node's credentials; nullopt when not in a mesh.
   std::optional<NodeCredentials> Credentials() const ABSL_LOCKS_EXCLUDED(mu_);
 

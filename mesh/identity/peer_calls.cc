@@ -67,8 +67,18 @@ absl::Status JoinMesh(MeshNode* node, const JoinOptions& options) {
     mycel::v1::GetCaResponse resp;
     grpc::Status s = stub->GetCa(&ctx, req, &resp);
     if (!s.ok()) {
-      return FromGrpc(s, absl::StrCat("join: asking ", options.address,
-                                      " for the mesh CA"));
+      absl::Status st = FromGrpc(
+          s,
+          absl::StrCat("join: asking ", options.address, " for the mesh CA"));
+      if (st.code() != absl::StatusCode::kUnavailable) return st;
+      // A node that serves no joins closes a connection without a client
+      // certificate as soon as the TLS handshake ends, which the client
+      // sees as an unavailable server.
+      return absl::UnavailableError(absl::StrCat(
+          st.message(), " (is ", options.address,
+          " up, an authority of the mesh, and is the token still valid? Only "
+          "an authority that holds a join token still valid serves joins; "
+          "other nodes close connections that carry no mesh certificate)"));
     }
     ca_pem = resp.ca_certificate();
   }

@@ -54,7 +54,9 @@ int ConnectTcp(int port) {
   return fd;
 }
 
-std::unique_ptr<HeldTls> HeldTls::Open(const char* source, int port) {
+std::unique_ptr<HeldTls> HeldTls::Open(const char* source, int port,
+                                       const std::string& cert_file,
+                                       const std::string& key_file) {
   // A write to a connection the server closed must fail, not end the test.
   signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<HeldTls> h(new HeldTls());
@@ -81,10 +83,17 @@ std::unique_ptr<HeldTls> HeldTls::Open(const char* source, int port) {
   if (ctx == nullptr) return nullptr;
   static const unsigned char kAlpn[] = {2, 'h', '2'};
   SSL_CTX_set_alpn_protos(ctx, kAlpn, sizeof(kAlpn));
+  if (!cert_file.empty() &&
+      (SSL_CTX_use_certificate_file(ctx, cert_file.c_str(), SSL_FILETYPE_PEM) !=
+           1 ||
+       SSL_CTX_use_PrivateKey_file(ctx, key_file.c_str(), SSL_FILETYPE_PEM) !=
+           1)) {
+    return nullptr;
+  }
   SSL* ssl = SSL_new(ctx);
   h->ssl_ = ssl;
   if (ssl == nullptr || SSL_set_fd(ssl, h->fd_) != 1) return nullptr;
-  // No certificate, and the server's is not checked: an attacker's view.
+  // The server's certificate is not checked: an attacker's view.
   if (SSL_connect(ssl) != 1) return nullptr;
   static const char kPreface[] =
       "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

@@ -37,13 +37,16 @@ int ConnectUnix(const std::string& path);
 int ConnectTcp(int port);
 
 // A TLS connection from `source` (an address of this host, such as
-// "127.0.0.2") to 127.0.0.1:port that presents no certificate, completes
-// the handshake and sends HTTP/2's preface, then says nothing more: what a
-// client without credentials can hold open. Closed when destroyed.
+// "127.0.0.2") to 127.0.0.1:port that completes the handshake, with the
+// client certificate in `cert_file` and `key_file` or none (both empty),
+// and sends HTTP/2's preface, then says nothing more: what a client can
+// hold open. Closed when destroyed.
 class HeldTls {
  public:
   // nullptr when the server refused or closed the connection.
-  static std::unique_ptr<HeldTls> Open(const char* source, int port);
+  static std::unique_ptr<HeldTls> Open(const char* source, int port,
+                                       const std::string& cert_file = "",
+                                       const std::string& key_file = "");
   HeldTls(const HeldTls&) = delete;
   HeldTls& operator=(const HeldTls&) = delete;
   ~HeldTls();
