@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/call.h"
 #include "cli/cli.h"
@@ -148,9 +149,23 @@ int Context::Fail(const grpc::Status& status) const {
   // the daemon's own: a peer it could not reach during a join, say.
   const bool answered =
       channel_ != nullptr && channel_->GetState(false) == GRPC_CHANNEL_READY;
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE && !answered) {
+  const std::string& message = status.error_message();
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE && !answered &&
+      !opts_.node.empty() &&
+      (absl::StrContains(message, "Socket closed") ||
+       absl::StrContains(message, "Connection reset"))) {
+    // A TCP node that accepted the connection and closed it: it is
+    // running, and refused this client.
+    fprintf(stderr,
+            "mycel: myceld at %s closed the connection: too many connections "
+            "from this address (--connections-per-source, "
+            "--open-connections-per-source), or a certificate it does not "
+            "take (%s)\n",
+            Target().c_str(), message.c_str());
+  } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+             !answered) {
     fprintf(stderr, "mycel: cannot reach myceld at %s: is it running? (%s)\n",
-            Target().c_str(), status.error_message().c_str());
+            Target().c_str(), message.c_str());
   } else if (status.error_message().empty()) {
     // gRPC's own refusals can come without one (a request it could not
     // parse): the code is then all there is to say.

@@ -382,7 +382,7 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
                                        : pki::kDefaultNodeValidity),
       // Only an authority with a join token open serves clients without a
       // certificate (joins).
-      [this] { return mesh_ != nullptr && mesh_->AdmitsJoins(); });
+      [this] { return ServesJoins(); });
   creds->SetAuthMetadataProcessor(tcp_authz_);
   ASSIGN_OR_RETURN(ListeningSocket tcp, ListenTcp(config_.listen()));
   services_.push_back(
@@ -397,6 +397,10 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
   e.credentials = std::move(creds);
   e.per_source_burst = config_.connections_per_source();
   e.per_source_open = config_.open_connections_per_source();
+  // A client without a certificate that connected while joins were served
+  // must not keep its connection once they are not: every connection taken
+  // then is shut down when the window closes (peers reconnect).
+  e.window = [this] { return ServesJoins(); };
   e.services = services_.back()->all();
   return e;
 }

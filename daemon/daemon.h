@@ -126,6 +126,9 @@ class Daemon {
   void SetMeshHealth(bool serving);
   // Starts renewing the node certificate, once the node is in a mesh.
   void StartRotation();
+  // Whether this node serves joins now (MeshNode::AdmitsJoins): then, and
+  // only then, the TCP listener takes clients without a certificate.
+  bool ServesJoins() { return mesh_ != nullptr && mesh_->AdmitsJoins(); }
   // Starts membership once TCP is served on `tcp_port` (the bound port,
   // advertised when --advertise says port 0) with mesh credentials; a
   // failure is logged, and the API keeps serving without membership.

@@ -2,8 +2,10 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -141,7 +143,8 @@ Listener::Listener(boost::asio::io_context* io, ListeningSocket socket,
       port_(socket.port),
       socket_(std::make_shared<boost::asio::posix::stream_descriptor>(
           *io, socket.fd.release())),
-      retry_(*io) {}
+      retry_(*io),
+      window_timer_(*io) {}
 
 Listener::~Listener() { Close(); }
 
@@ -154,6 +157,8 @@ void Listener::Close() {
     if (closed_) return;
     closed_ = true;
     retry_.cancel();
+    window_timer_.cancel();
+    window_conns_.clear();
     boost::system::error_code ignored;
     socket_->cancel(ignored);
     socket_->close(ignored);
@@ -183,6 +188,7 @@ Listener::Stats Listener::stats() const {
   s.refused_rate = refused_rate_.load();
   s.refused_open = refused_open_.load();
   s.accept_failures = accept_failures_.load();
+  s.closed_after_window = closed_after_window_.load();
   return s;
 }
 
@@ -234,6 +240,51 @@ uint64_t SocketCookie(int fd) {
 constexpr size_t kSweepEvery = 4096;
 
 }  // namespace
+
+void Listener::KeepWindowConnection(UniqueFd dup) {
+  window_conns_.push_back(std::move(dup));
+  ArmWindowCheck();
+}
+
+void Listener::ArmWindowCheck() {
+  if (window_armed_) return;
+  window_armed_ = true;
+  window_timer_.expires_after(absl::ToChronoNanoseconds(options_.window_check));
+  window_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || closed_) return;
+    window_armed_ = false;
+    CheckWindow();
+  });
+}
+
+void Listener::CheckWindow() {
+  // A socket its owner has shut down (gRPC shuts a connection down before
+  // it closes it) reports POLLHUP on the duplicate: nothing left to do.
+  window_conns_.erase(
+      std::remove_if(window_conns_.begin(), window_conns_.end(),
+                     [](const UniqueFd& fd) {
+                       pollfd p{fd.get(), 0, 0};
+                       return poll(&p, 1, 0) == 1 &&
+                              (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+                     }),
+      window_conns_.end());
+  if (window_conns_.empty()) return;
+  if (!options_.window()) {
+    CloseWindowConnections();
+    return;
+  }
+  ArmWindowCheck();
+}
+
+void Listener::CloseWindowConnections() {
+  const size_t n = window_conns_.size();
+  for (UniqueFd& fd : window_conns_) shutdown(fd.get(), SHUT_RDWR);
+  window_conns_.clear();
+  closed_after_window_.fetch_add(n);
+  log::Info(
+      "closed the connections taken while the window was open",
+      {{"listener", options_.name}, {"connections", static_cast<int64_t>(n)}});
+}
 
 bool Listener::OverRate(const std::string& source) {
   const absl::Time now = absl::Now();
@@ -364,8 +415,21 @@ void Listener::OnReadable() {
                    PosixError("setsockopt", errno));
       }
     }
+    UniqueFd window_dup;
+    if (options_.window && options_.window()) {
+      // Kept to shut the connection down when the window closes; one that
+      // could not be kept is not taken.
+      window_dup = UniqueFd(fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));
+      if (!window_dup.valid()) {
+        refused_no_fds_.fetch_add(1);
+        LogRefusal("cannot keep a connection taken during the window",
+                   PosixError("fcntl(F_DUPFD_CLOEXEC)", errno));
+        continue;
+      }
+    }
     accepted_.fetch_add(1);
     if (!source.empty()) RecordOpen(source, fd.get());
+    if (window_dup.valid()) KeepWindowConnection(std::move(window_dup));
     options_.on_connection(std::move(fd));
   }
   Arm();

@@ -76,16 +76,25 @@ class Listener {
     absl::Duration per_source_window = absl::Seconds(10);
     int per_source_open = 256;
     absl::Duration retry_delay = absl::Milliseconds(100);
+    // A window in which connections are taken on weaker terms (the daemon:
+    // while it serves joins, clients without a certificate). Asked at each
+    // accept; a connection accepted while it answers true is kept (a
+    // duplicate of its descriptor) and shut down once it answers false,
+    // asked every `window_check` while such connections are open, so that
+    // none outlives the window. Empty: no window.
+    std::function<bool()> window;
+    absl::Duration window_check = absl::Seconds(2);
   };
 
   // Counters, for tests and status lines.
   struct Stats {
     uint64_t accepted = 0;
     uint64_t refused_admission = 0;
-    uint64_t refused_no_fds = 0;   // within the reserve
-    uint64_t refused_rate = 0;     // a source over its burst
-    uint64_t refused_open = 0;     // a source with per_source_open open
-    uint64_t accept_failures = 0;  // EMFILE/ENFILE and others, retried
+    uint64_t refused_no_fds = 0;       // within the reserve
+    uint64_t refused_rate = 0;         // a source over its burst
+    uint64_t refused_open = 0;         // a source with per_source_open open
+    uint64_t accept_failures = 0;      // EMFILE/ENFILE and others, retried
+    uint64_t closed_after_window = 0;  // shut down when the window closed
   };
 
   Listener(boost::asio::io_context* io, ListeningSocket socket,
@@ -113,12 +122,24 @@ class Listener {
   // Records a connection handed over (its descriptor and socket cookie).
   void RecordOpen(const std::string& source, int fd);
   void LogRefusal(absl::string_view why, const absl::Status& detail);
+  // Keeps `dup`, a duplicate of a connection accepted while the window was
+  // open.
+  void KeepWindowConnection(UniqueFd dup);
+  void ArmWindowCheck();
+  // Forgets window connections that have closed, and shuts the others
+  // down when the window has closed; re-arms while any is left.
+  void CheckWindow();
+  void CloseWindowConnections();
 
   boost::asio::io_context* const io_;
   const Options options_;
   const int port_;
   std::shared_ptr<boost::asio::posix::stream_descriptor> socket_;
   boost::asio::steady_timer retry_;
+  boost::asio::steady_timer window_timer_;
+  bool window_armed_ = false;
+  // Duplicates of the connections accepted while the window was open.
+  std::vector<UniqueFd> window_conns_;
   // Recent connection times per source address (its bytes), oldest first.
   absl::flat_hash_map<std::string, std::vector<absl::Time>> recent_;
   // Connections handed over per source address, as (descriptor, cookie).
@@ -130,7 +151,8 @@ class Listener {
   size_t recorded_since_sweep_ = 0;
   absl::Time last_refusal_log_ = absl::InfinitePast();
   std::atomic<uint64_t> accepted_{0}, refused_admission_{0}, refused_no_fds_{0},
-      refused_rate_{0}, refused_open_{0}, accept_failures_{0};
+      refused_rate_{0}, refused_open_{0}, accept_failures_{0},
+      closed_after_window_{0};
   bool closed_ = false;
 };
 

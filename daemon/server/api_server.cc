@@ -61,6 +61,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(
     lo.admit = std::move(e.admit);
     lo.per_source_burst = e.per_source_burst;
     lo.per_source_open = e.per_source_open;
+    lo.window = std::move(e.window);
     const int listener_fd = e.socket.fd.get();
     grpc::experimental::ExternalConnectionAcceptor* handoff = r.acceptor.get();
     lo.on_connection = [handoff, listener_fd](UniqueFd fd) {

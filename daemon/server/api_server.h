@@ -41,6 +41,9 @@ class ApiServer {
     // Connections one source address may hold open (per_source_open; the
     // daemon's open_connections_per_source).
     int per_source_open = Listener::Options{}.per_source_open;
+    // The Listener's window (see Listener::Options::window); the daemon's
+    // TCP endpoint: while it serves joins.
+    std::function<bool()> window;
   };
 
   // How long a connection may take to complete its handshake (TLS, and

@@ -1,6 +1,7 @@
 #include "tests/adversarial/adversarial.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <openssl/ssl.h>
 #include <signal.h>
@@ -106,6 +107,26 @@ std::unique_ptr<HeldTls> HeldTls::Open(const char* source, int port,
   char buf[256];
   if (SSL_read(ssl, buf, sizeof(buf)) <= 0) return nullptr;
   return h;
+}
+
+bool HeldTls::ClosedWithin(std::chrono::milliseconds timeout) {
+  SSL* ssl = static_cast<SSL*>(ssl_);
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  timeval tv{0, 100 * 1000};
+  setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[1024];
+  while (std::chrono::steady_clock::now() < end) {
+    errno = 0;
+    const int n = SSL_read(ssl, buf, sizeof(buf));
+    if (n > 0) continue;
+    const int err = SSL_get_error(ssl, n);
+    if (err == SSL_ERROR_ZERO_RETURN) return true;
+    if (err == SSL_ERROR_SYSCALL && errno != EAGAIN && errno != EWOULDBLOCK) {
+      return true;  // EOF (errno 0) or a reset
+    }
+    if (err == SSL_ERROR_SSL) return true;
+  }
+  return false;
 }
 
 HeldTls::~HeldTls() {

@@ -47,6 +47,9 @@ class HeldTls {
   static std::unique_ptr<HeldTls> Open(const char* source, int port,
                                        const std::string& cert_file = "",
                                        const std::string& key_file = "");
+  // Whether the server closes the connection within `timeout` (anything it
+  // sends before, such as its settings, is read and dropped).
+  bool ClosedWithin(std::chrono::milliseconds timeout);
   HeldTls(const HeldTls&) = delete;
   HeldTls& operator=(const HeldTls&) = delete;
   ~HeldTls();

@@ -222,6 +222,40 @@ TEST_CASE("TCP: a client without a certificate gets no stream here") {
   CHECK(kill(d.pid(), 0) == 0);
 }
 
+TEST_CASE("TCP: a connection taken while joins were served closes after") {
+  // An authority takes clients without a certificate while it holds a join
+  // token that can admit someone. One that connected then and held its
+  // connection would keep what the window gave (HTTP/2 streams without a
+  // certificate) for good: it is shut down once the window closes.
+  TempDir dir;
+  const int port = testing::FreePort();
+  DaemonProcess d(dir.path(), {"--listen", absl::StrCat("127.0.0.1:", port),
+                               "--node-name", "a"});
+  REQUIRE(d.Start());
+  auto init = d.Cli({"mesh", "init", "--name", "t"});
+  REQUIRE_MESSAGE(init.exit_code == 0, init.err);
+  auto token = d.Cli({"mesh", "token", "create"});
+  REQUIRE_MESSAGE(token.exit_code == 0, token.err);
+  const std::string id = token.out.substr(7, 6);
+  std::unique_ptr<adversarial::HeldTls> held;
+  auto started = std::chrono::steady_clock::now();
+  while (held == nullptr && Elapsed(started) < std::chrono::seconds(10)) {
+    held = adversarial::HeldTls::Open("127.0.0.2", port);
+    if (held == nullptr) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  REQUIRE(held != nullptr);
+  CHECK_FALSE(held->ClosedWithin(std::chrono::milliseconds(500)));
+  REQUIRE(d.Cli({"mesh", "token", "revoke", id}).exit_code == 0);
+  // The window is checked every 2 s.
+  CHECK(held->ClosedWithin(std::chrono::seconds(6)));
+  CHECK(d.Log().find("closed the connections taken while the window was "
+                     "open") != std::string::npos);
+  // And no new one is taken.
+  CHECK(adversarial::HeldTls::Open("127.0.0.2", port) == nullptr);
+}
+
 TEST_CASE("TCP: a source holding connections open is capped; others get in") {
   // A client completes TLS and HTTP/2's preface and then holds the
   // connection: the handshake timeout no longer applies, and the burst
@@ -258,6 +292,19 @@ TEST_CASE("TCP: a source holding connections open is capped; others get in") {
   // A client from another address is served.
   CHECK(pki.Cli(port, {"--timeout", "5", "node", "info"}).exit_code == 0);
   // Once the holder lets go, its address may connect again.
+  held.clear();
+  // A client over the cap is told the node closed the connection, not
+  // that it may be down (the CLI connects from 127.0.0.1).
+  for (int i = 0; i < 20; ++i) {
+    auto h = adversarial::HeldTls::Open("127.0.0.1", port, cert, key);
+    if (h != nullptr) held.push_back(std::move(h));
+  }
+  REQUIRE(held.size() == 20);
+  auto over = pki.Cli(port, {"--timeout", "5", "node", "info"});
+  CHECK(over.exit_code == 1);
+  CHECK_MESSAGE(over.err.find("closed the connection: too many connections "
+                              "from this address") != std::string::npos,
+                over.err);
   held.clear();
   bool again = false;
   auto started = std::chrono::steady_clock::now();

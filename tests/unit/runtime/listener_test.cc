@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
@@ -83,10 +84,12 @@ class TcpListenerFixture {
     for (const UniqueFd& fd : handed_) fds.push_back(fd.get());
     return fds;
   }
-  // Closes the i-th connection handed over, as gRPC does when it is done.
-  void CloseHanded(size_t i) {
+  // Closes the i-th connection handed over; `shut_down` first, as gRPC
+  // does when it is done with a connection.
+  void CloseHanded(size_t i, bool shut_down = false) {
     absl::MutexLock l(&mu_);
     REQUIRE(i < handed_.size());
+    if (shut_down) shutdown(handed_[i].get(), SHUT_RDWR);
     handed_[i] = UniqueFd();
   }
   Listener::Stats stats() const { return listener_->stats(); }
@@ -203,6 +206,48 @@ TEST_CASE("the default cap of open connections holds a 50-node mesh") {
   f.WaitHandled(100);
   CHECK(f.stats().accepted == 100);
   CHECK(f.stats().refused_open == 0);
+}
+
+TEST_CASE("connections taken while the window is open are shut down after") {
+  // The daemon takes clients without a certificate only while it serves
+  // joins; one that connected then must not keep its connection.
+  std::atomic<bool> open{true};
+  Listener::Options o;
+  o.window = [&] { return open.load(); };
+  o.window_check = absl::Milliseconds(50);
+  TcpListenerFixture f(o);
+  UniqueFd during = f.Connect();
+  f.WaitHandled(1);
+  CHECK_FALSE(SeesEof(during));  // held while the window is open
+  open = false;
+  UniqueFd after = f.Connect();
+  f.WaitHandled(2);
+  bool shut = false;
+  for (int i = 0; i < 10 && !shut; ++i) shut = SeesEof(during);
+  CHECK(shut);
+  CHECK(f.stats().closed_after_window == 1);
+  CHECK_FALSE(SeesEof(after));
+}
+
+TEST_CASE("a window connection its owner closed is only forgotten") {
+  std::atomic<bool> open{true};
+  Listener::Options o;
+  o.window = [&] { return open.load(); };
+  o.window_check = absl::Milliseconds(50);
+  TcpListenerFixture f(o);
+  UniqueFd first = f.Connect();
+  UniqueFd second = f.Connect();
+  f.WaitHandled(2);
+  // gRPC shuts a connection down, then closes it: the listener's duplicate
+  // no longer keeps the socket, and is dropped at the next check.
+  f.CloseHanded(0, /*shut_down=*/true);
+  CHECK(SeesEof(first));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  open = false;
+  bool shut = false;
+  for (int i = 0; i < 10 && !shut; ++i) shut = SeesEof(second);
+  CHECK(shut);
+  CHECK(f.stats().closed_after_window == 1);  // the second only
 }
 
 }  // namespace
