@@ -278,12 +278,14 @@ void Listener::CheckWindow() {
 
 void Listener::CloseWindowConnections() {
   const size_t n = window_conns_.size();
-  for (UniqueFd& fd : window_conns_) shutdown(fd.get(), SHUT_RDWR);
-  window_conns_.clear();
+  // Counted and logged first, so that both are there by the time a client
+  // sees its connection end.
   closed_after_window_.fetch_add(n);
   log::Info(
       "closed the connections taken while the window was open",
       {{"listener", options_.name}, {"connections", static_cast<int64_t>(n)}});
+  for (UniqueFd& fd : window_conns_) shutdown(fd.get(), SHUT_RDWR);
+  window_conns_.clear();
 }
 
 bool Listener::OverRate(const std::string& source) {
