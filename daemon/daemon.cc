@@ -319,6 +319,16 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
     endpoints.push_back(**std::move(tcp));
     tcp_serving_ = true;
   }
+  // A member's writes wait from the first one the API could take until
+  // replication, started below, has asked its peers what they hold of this
+  // node's changes (NodeReplication::Options::own_writes_hold); replication
+  // then holds or releases them. If it does not start, they go on after
+  // this.
+  if (objects_ != nullptr && mesh_ != nullptr && safe_mode.empty() &&
+      tcp_serving_ && !mesh_->Status().mesh.empty() &&
+      config_.tls_cert().empty() && !replication_.running()) {
+    objects_->HoldLocalWrites(absl::Seconds(6));
+  }
   ASSIGN_OR_RETURN(server_, ApiServer::Start(&io_, std::move(endpoints)));
   SetMeshHealth(tcp_serving_);
   if (retry_tcp) RetryMeshServer(tcp.status());
@@ -732,13 +742,33 @@ void Daemon::PublishToken(const std::string& id) {
     }
   }
   absl::StatusOr<std::string> value = mesh_->SignedToken(id);
-  absl::Status s = value.status();
-  if (s.ok()) {
-    s = objects_->Write(identity::kTokensNamespace, id, *value).status();
+  if (!value.ok()) {
+    log::Error("cannot publish a join token",
+               {{"token", id}, {"error", value.status()}});
+    return;
   }
-  if (!s.ok()) {
-    log::Error("cannot publish a join token", {{"token", id}, {"error", s}});
-  }
+  WritePublished(identity::kTokensNamespace, id, *std::move(value),
+                 [id](absl::Status s) {
+                   if (!s.ok()) {
+                     log::Error("cannot publish a join token",
+                                {{"token", id}, {"error", s}});
+                   }
+                 });
+}
+
+void Daemon::WritePublished(absl::string_view ns, absl::string_view key,
+                            std::optional<std::string> value,
+                            absl::AnyInvocable<void(absl::Status)> done) {
+  // The value is copied by PrepareWrite before WriteAsync returns.
+  std::optional<absl::string_view> v;
+  if (value.has_value()) v = *value;
+  objects_->WriteAsync(ns, key, v, std::nullopt,
+                       [this, done = std::move(done)](
+                           absl::StatusOr<store::ObjectChange> change) mutable {
+                         boost::asio::post(
+                             io_, [done = std::move(done),
+                                   s = change.status()]() mutable { done(s); });
+                       });
 }
 
 void Daemon::MergePublishedRevocations(const std::string& authority,
@@ -777,15 +807,20 @@ void Daemon::PublishRevocations() {
     return;
   }
   absl::StatusOr<std::string> value = mesh_->SignedRevocations();
-  absl::Status s = value.status();
-  if (s.ok()) {
-    s = objects_->Write(identity::kRevocationsNamespace, self, *value).status();
-  }
-  if (!s.ok()) {
-    log::Error("cannot publish the revocation list", {{"error", s}});
+  if (!value.ok()) {
+    log::Error("cannot publish the revocation list",
+               {{"error", value.status()}});
     return;
   }
-  log::Info("revocation list published", {{"generation", generation}});
+  WritePublished(
+      identity::kRevocationsNamespace, self, *std::move(value),
+      [generation](absl::Status s) {
+        if (!s.ok()) {
+          log::Error("cannot publish the revocation list", {{"error", s}});
+          return;
+        }
+        log::Info("revocation list published", {{"generation", generation}});
+      });
 }
 
 void Daemon::PublishNodeStatus() {
@@ -815,15 +850,20 @@ void Daemon::PublishNodeStatus() {
   std::string json;
   google::protobuf::util::JsonPrintOptions po;
   po.preserve_proto_field_names = true;
-  absl::Status s;
   if (!google::protobuf::util::MessageToJsonString(status, &json, po).ok()) {
-    s = absl::InternalError("node status: cannot encode as JSON");
+    log::Warn("cannot publish the node status",
+              {{"error", "node status: cannot encode as JSON"}});
   } else if (json != published_status_) {
-    s = objects_->Write(kNodeStatusNamespace, config_.node_name(), json)
-            .status();
-    if (s.ok()) published_status_ = json;
+    WritePublished(
+        kNodeStatusNamespace, config_.node_name(), json,
+        [this, json](absl::Status s) {
+          if (s.ok()) {
+            published_status_ = json;
+          } else {
+            log::Warn("cannot publish the node status", {{"error", s}});
+          }
+        });
   }
-  if (!s.ok()) log::Warn("cannot publish the node status", {{"error", s}});
   clock_.RunAfter(kNodeStatusInterval, [this] { PublishNodeStatus(); });
 }
 
@@ -878,13 +918,13 @@ void Daemon::CollectExpiredTokens() {
             !mesh_->TokenCollectable(absl::FromUnixMicros(t.expires_us()))) {
           continue;
         }
-        absl::Status s =
-            objects_->Write(identity::kTokensNamespace, o.key, std::nullopt)
-                .status();
-        if (!s.ok()) {
-          log::Warn("cannot delete a published join token",
-                    {{"token", o.key}, {"error", s}});
-        }
+        WritePublished(identity::kTokensNamespace, o.key, std::nullopt,
+                       [key = o.key](absl::Status s) {
+                         if (!s.ok()) {
+                           log::Warn("cannot delete a published join token",
+                                     {{"token", key}, {"error", s}});
+                         }
+                       });
       }
     }
   }

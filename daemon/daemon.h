@@ -7,9 +7,12 @@
 #include <boost/asio/signal_set.hpp>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cells/cell_manager.h"
@@ -147,6 +150,14 @@ class Daemon {
   // On an authority: the token's signed copy, unless the store holds one
   // with the same uses and revocation already.
   void PublishToken(const std::string& id);
+  // Writes one of the objects the node publishes (its status, a join
+  // token, its revocation list) without waiting on the event loop:
+  // replication may hold this node's writes after a start until a peer has
+  // answered on this same loop (Store::HoldLocalWrites). `done` runs on
+  // the loop with the write's status.
+  void WritePublished(absl::string_view ns, absl::string_view key,
+                      std::optional<std::string> value,
+                      absl::AnyInvocable<void(absl::Status)> done);
   void MergePublishedToken(const std::string& id, const std::string& value);
   // Every token_sweep_interval_: deletes the join tokens expired for longer
   // than --token-retention (MeshNode::CollectExpiredTokens) and, on an

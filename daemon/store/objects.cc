@@ -505,12 +505,6 @@ absl::StatusOr<ApplyResult> ObjectStore::ApplyRemote(const ObjectChange& c,
           result = ApplyResult::kDuplicate;
           return absl::OkStatus();
         }
-        if (c.stamp.origin == origin()) {
-          return absl::PermissionDeniedError(absl::StrCat(
-              "change ", Describe(c.stamp.origin, c.stamp.seq), " sent by ",
-              sender, " claims this node's origin, but this node's last is ",
-              held));
-        }
         if (c.stamp.seq != held + 1) {
           return absl::FailedPreconditionError(
               absl::StrCat("change ", Describe(c.stamp.origin, c.stamp.seq),
@@ -536,6 +530,10 @@ absl::StatusOr<ApplyResult> ObjectStore::ApplyRemote(const ObjectChange& c,
           result = ApplyResult::kLost;
         }
         RETURN_IF_ERROR(AppendLog(tx, c));
+        // A change of this node that a peer holds and this database lost
+        // (restored from an older copy): taken back, signed by this node's
+        // key like any other, and this node's next change goes past it.
+        if (c.stamp.origin == origin()) tx.TakeBackOwnSequence(c.stamp.seq);
         return SetVersion(tx, c.stamp.origin, c.stamp.seq);
       });
   RETURN_IF_ERROR(s);
@@ -830,14 +828,6 @@ absl::Status ObjectStore::FinishResync(const VersionVector& base,
       const auto& origin = entry.first;
       const auto seq = entry.second;
       if (seq <= At(held, origin)) continue;
-      if (origin == this->origin()) {
-        // Peers hold changes of ours that this database lost (restored
-        // from an older copy): new ones would reuse their numbers.
-        log::Error(
-            "replication: peers hold changes of this node it lacks",
-            {{"origin", origin}, {"held", At(held, origin)}, {"peer", seq}});
-        continue;
-      }
       if (At(proven, origin) != seq) {
         log::Warn("replication: a resync claims changes it cannot prove",
                   {{"origin", origin},
@@ -850,13 +840,17 @@ absl::Status ObjectStore::FinishResync(const VersionVector& base,
           "INSERT INTO replica_versions(origin, seq, floor) VALUES(?1, ?2, ?3) "
           "ON CONFLICT(origin) DO UPDATE SET seq=?2, floor=max(floor, ?3)",
           [&](Stmt& st) { st.Bind(1, origin).Bind(2, seq).Bind(3, seq - 1); }));
+      // Changes of this node that its database lost (restored from an
+      // older copy) and peers hold: its next change goes past them.
+      if (origin == this->origin()) {
+        log::Warn("replication: a resync brought back changes of this node",
+                  {{"held", At(held, origin)}, {"now", seq}});
+        tx.TakeBackOwnSequence(seq);
+      }
     }
     // The proofs join the log: this node can prove its vector in turn.
     for (const ObjectChange* c : logged) {
-      if (At(held, c->stamp.origin) >= c->stamp.seq ||
-          c->stamp.origin == this->origin()) {
-        continue;
-      }
+      if (At(held, c->stamp.origin) >= c->stamp.seq) continue;
       RETURN_IF_ERROR(AppendLog(tx, *c));
     }
     return absl::OkStatus();

@@ -150,6 +150,12 @@ class ObjectStore {
   const std::string& origin() const { return store_->origin(); }
   // The store's Store::durable_seq.
   int64_t durable_seq() const { return store_->durable_seq(); }
+  // Store::HoldLocalWrites and ReleaseLocalWrites: this node's writes wait
+  // while replication takes back its own changes from peers.
+  void HoldLocalWrites(absl::Duration at_most) {
+    store_->HoldLocalWrites(at_most);
+  }
+  void ReleaseLocalWrites() { store_->ReleaseLocalWrites(); }
   const Options& options() const { return options_; }
 
   // Called after each local Write commits, with the change, on the
@@ -232,11 +238,15 @@ class ObjectStore {
 
   // Applies a change made by another origin and sent by `sender` (the
   // identity the transport authenticated), in one transaction, logging it
-  // with its own stamp. Errors, after which nothing changed:
+  // with its own stamp. A change of this node's own origin past what it
+  // holds is one its database lost (restored from an older copy) and a
+  // peer kept: it is taken back the same way, its signature checked with
+  // this node's certificate, and this node's next change is stamped past
+  // it (Transaction::TakeBackOwnSequence). Errors, after which nothing
+  // changed:
   //  - INVALID_ARGUMENT: a malformed change (names the field);
-  //  - PERMISSION_DENIED: a node-owned object changed by another origin, a
-  //    change claiming this node's origin that it never made, or (with a
-  //    verifier) one its origin did not sign;
+  //  - PERMISSION_DENIED: a node-owned object changed by another origin, or
+  //    (with a verifier) a change its origin did not sign;
   //  - UNAVAILABLE: the origin's key is not known yet (verifier);
   //  - FAILED_PRECONDITION: the seq is not the next of its origin (the
   //    caller buffers it or fetches the ones missing), or its time is more

@@ -553,7 +553,30 @@ absl::Status Store::InTransaction(
 absl::Status Store::InReplicatedTransaction(
     absl::FunctionRef<absl::Status(Transaction&)> fn) {
   absl::MutexLock lock(&mu_);
-  return InTransactionLocked(true, fn);
+  const int64_t next_seq = next_seq_;
+  absl::Status s = InTransactionLocked(true, fn);
+  if (!s.ok()) next_seq_ = next_seq;  // TakeBackOwnSequence undone
+  return s;
+}
+
+void Transaction::TakeBackOwnSequence(int64_t seq)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // inside InTransaction, mu_ is held
+  store_->next_seq_ = std::max(store_->next_seq_, seq + 1);
+}
+
+void Store::HoldLocalWrites(absl::Duration at_most) {
+  absl::MutexLock q(&queue_mu_);
+  hold_until_ = absl::Now() + at_most;
+}
+
+void Store::ReleaseLocalWrites() {
+  absl::MutexLock q(&queue_mu_);
+  hold_until_ = absl::InfinitePast();
+}
+
+bool Store::holding_local_writes() {
+  absl::MutexLock q(&queue_mu_);
+  return hold_until_ > absl::Now();
 }
 
 absl::Status Transaction::Execute(absl::string_view sql,
@@ -636,16 +659,47 @@ void Store::CommitLoop() {
   store_thread = this;
   for (;;) {
     Batch batch;
+    bool closed_holding = false;
     {
       absl::MutexLock q(&queue_mu_);
-      queue_mu_.Await(absl::Condition(
-          +[](Store* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return !s->queue_.empty() || s->closing_;
-          },
-          this));
+      for (;;) {
+        queue_mu_.Await(absl::Condition(
+            +[](Store* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return !s->queue_.empty() || s->closing_;
+            },
+            this));
+        if (closing_ || hold_until_ == absl::InfinitePast()) break;
+        // Held, with writes queued: until the hold ends, is changed, or
+        // the store closes.
+        struct Held {
+          Store* store;
+          absl::Time until;
+        } held{this, hold_until_};
+        if (absl::Now() < held.until) {
+          queue_mu_.AwaitWithDeadline(
+              absl::Condition(
+                  +[](Held* h) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                    return h->store->closing_ ||
+                           h->store->hold_until_ != h->until;
+                  },
+                  &held),
+              held.until);
+          continue;
+        }
+        log::Warn(
+            "state database: this node's writes were held for as long as "
+            "they may be; they go on",
+            {{"queued", static_cast<uint64_t>(queue_.size())}});
+        hold_until_ = absl::InfinitePast();
+        break;
+      }
       // Closing with nothing queued: every write taken has been answered.
       if (queue_.empty()) return;
-      if (queue_.size() <= kMaxBatch) {
+      closed_holding = closing_ && hold_until_ > absl::Now();
+      if (closed_holding) {
+        batch.swap(queue_);
+        queued_bytes_ = 0;
+      } else if (queue_.size() <= kMaxBatch) {
         batch.swap(queue_);
       } else {
         // The oldest first; the rest wait for the next commit.
@@ -653,9 +707,20 @@ void Store::CommitLoop() {
                      std::make_move_iterator(queue_.begin() + kMaxBatch));
         queue_.erase(queue_.begin(), queue_.begin() + kMaxBatch);
       }
-      for (const std::unique_ptr<PendingWrite>& w : batch) {
-        queued_bytes_ -= w->bytes();
+      if (!closed_holding) {
+        for (const std::unique_ptr<PendingWrite>& w : batch) {
+          queued_bytes_ -= w->bytes();
+        }
       }
+    }
+    if (closed_holding) {
+      const absl::Status closed = absl::UnavailableError(
+          "the state database closed while this node's writes were held "
+          "(taking back its own changes from peers); not written");
+      for (std::unique_ptr<PendingWrite>& w : batch) {
+        std::move(w->done)(closed);
+      }
+      return;
     }
     {
       absl::MutexLock lock(&mu_);

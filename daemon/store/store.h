@@ -107,6 +107,12 @@ class Transaction {
   absl::Status Query(absl::string_view sql, absl::FunctionRef<void(Stmt&)> bind,
                      absl::FunctionRef<absl::Status(const Stmt&)> row);
 
+  // In a transaction of InReplicatedTransaction that logs a change of this
+  // node taken back from a peer (this node's database had lost it): this
+  // node's next own change is stamped past `seq`. Undone if the
+  // transaction is.
+  void TakeBackOwnSequence(int64_t seq);
+
  private:
   friend class Store;
   Transaction(Store* store, bool replicated)
@@ -240,6 +246,19 @@ class Store {
   std::optional<absl::StatusOr<std::string>> SignChange(
       const ChangeStamp& stamp, absl::string_view table, absl::string_view key,
       const std::optional<std::string>& value) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Holds this node's own writes (WriteReplicated, SubmitReplicated): they
+  // queue, uncommitted and unanswered, until ReleaseLocalWrites or for
+  // `at_most` (then they go on). Replication holds them while it learns
+  // from peers whether they hold changes of this node that its database
+  // lacks (restored from an older copy), and takes those back first: a
+  // write committed meanwhile would stamp one of their sequence numbers
+  // again, and peers would take it as a duplicate (docs/replication.md).
+  // Changes from peers (InReplicatedTransaction) are not held. A store
+  // closed while holding fails the held writes with UNAVAILABLE.
+  void HoldLocalWrites(absl::Duration at_most) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  void ReleaseLocalWrites() ABSL_LOCKS_EXCLUDED(queue_mu_);
+  bool holding_local_writes() ABSL_LOCKS_EXCLUDED(queue_mu_);
 
   // How many commits WriteReplicated made, and how many writes they held
   // (for tests and benchmarks).
@@ -422,6 +441,8 @@ class Store {
   // Bytes of the keys and values in queue_.
   size_t queued_bytes_ ABSL_GUARDED_BY(queue_mu_) = 0;
   bool closing_ ABSL_GUARDED_BY(queue_mu_) = false;
+  // HoldLocalWrites: until when (InfinitePast: not held).
+  absl::Time hold_until_ ABSL_GUARDED_BY(queue_mu_) = absl::InfinitePast();
   std::thread committer_ ABSL_GUARDED_BY(queue_mu_);
   GroupCommitStats group_stats_ ABSL_GUARDED_BY(queue_mu_);
 

@@ -179,6 +179,15 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
   void Stop() {
     absl::MutexLock lock(&mu_);
     stopped_ = true;
+    ReleaseHoldLocked();
+  }
+
+  // At Start: whatever the hold, said (a hold set before, by the daemon,
+  // is replaced or released).
+  void ReportHold() {
+    absl::MutexLock lock(&mu_);
+    hold_reported_ = absl::InfiniteFuture();
+    ReportHoldLocked();
   }
 
   void Kick() {
@@ -188,7 +197,68 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
  private:
   void AfterCallLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (Outbound& out : r_->TakeOutbox()) SendLocked(std::move(out));
+    ReportHoldLocked();
     ArmLocked();
+  }
+
+  // Tells hold_own_writes when the Replicator's hold of this node's writes
+  // starts, moves or ends.
+  void ReportHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Time until = r_->OwnWritesHeldUntil();
+    if (until == hold_reported_) return;
+    const bool was_held = hold_reported_ != absl::InfinitePast();
+    hold_reported_ = until;
+    const ReplicatorStats& st = r_->stats();
+    if (until == absl::InfinitePast()) {
+      if (options_.hold_own_writes)
+        options_.hold_own_writes(absl::ZeroDuration());
+      if (st.own_changes_taken_back > 0 && st.own_hold_expired > 0) {
+        log::Error(
+            "replication: took back some of the changes of this node that "
+            "its database had lost (restored from an older copy?), but not "
+            "all in time; its writes go on, and may reuse the numbers of the "
+            "rest",
+            {{"changes", st.own_changes_taken_back},
+             {"seq", At(r_->versions(), options_.replicator.name)}});
+      } else if (st.own_changes_taken_back > 0) {
+        log::Warn(
+            "replication: took back changes of this node that its database "
+            "had lost and peers held (restored from an older copy?); its "
+            "writes go on past them",
+            {{"changes", st.own_changes_taken_back},
+             {"seq", At(r_->versions(), options_.replicator.name)}});
+      } else if (st.own_hold_expired > 0) {
+        log::Info(
+            "replication: this node's writes were held as long as they may "
+            "be without a peer saying what it holds of this node's changes, "
+            "or sending back those this node lacks; they go on",
+            {{"waited",
+              absl::FormatDuration(options_.replicator.own_writes_hold)}});
+      } else {
+        log::Debug("replication: peers hold no change of this node it lacks");
+      }
+      return;
+    }
+    if (options_.hold_own_writes) {
+      options_.hold_own_writes(until - options_.clock->Now() +
+                               absl::Seconds(1));
+    }
+    if (!was_held) {
+      log::Debug("replication: this node's writes wait for a peer's word");
+    }
+  }
+
+  // Stop: writes held go on.
+  void ReleaseHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (hold_reported_ == absl::InfinitePast()) return;
+    hold_reported_ = absl::InfinitePast();
+    if (options_.hold_own_writes)
+      options_.hold_own_writes(absl::ZeroDuration());
+  }
+
+  static int64_t At(const store::VersionVector& v, absl::string_view origin) {
+    auto it = v.find(origin);
+    return it == v.end() ? 0 : it->second;
   }
 
   void SendLocked(Outbound out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -285,15 +355,27 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
       return it == v.end() ? int64_t{0} : it->second;
     };
     auto theirs = r_->peer_versions().find(peer);
+    const int64_t peer_holds =
+        theirs == r_->peer_versions().end() ? 0 : at(theirs->second);
+    const int64_t holds = at(r_->versions());
+    if (r_->OwnWritesHeldUntil() != absl::InfinitePast()) {
+      log::Warn(
+          "replication: a peer holds more of this node's own changes than "
+          "this node's database does (restored from an older copy?); taking "
+          "them back before this node writes",
+          {{"peer", peer},
+           {"peer_holds", peer_holds},
+           {"this_node_holds", holds}});
+      return;
+    }
     log::Error(
         "replication: a peer holds more of this node's own changes than this "
-        "node's database does (restored from an older copy?); this node's "
-        "new changes reuse sequence numbers the peer already holds, and do "
-        "not reach it",
+        "node's database does (restored from an older copy?), and this "
+        "node's writes were not held: a change it made since may have taken "
+        "one of their sequence numbers, and then does not reach that peer",
         {{"peer", peer},
-         {"peer_holds",
-          theirs == r_->peer_versions().end() ? 0 : at(theirs->second)},
-         {"this_node_holds", at(r_->versions())}});
+         {"peer_holds", peer_holds},
+         {"this_node_holds", holds}});
   }
 
   static constexpr absl::Duration kOwnBehindLogInterval = absl::Minutes(10);
@@ -321,6 +403,7 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
   absl::Time armed_at_ ABSL_GUARDED_BY(mu_);
   uint64_t timer_id_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t own_behind_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time hold_reported_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time own_behind_logged_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
@@ -335,6 +418,8 @@ absl::StatusOr<std::unique_ptr<ReplicationDriver>> ReplicationDriver::Start(
       Replicator::Create(options.replicator, options.log, options.clock->Now());
   if (!r.ok()) return r.status();
   auto core = std::make_shared<Core>(std::move(options), *std::move(r));
+  // Before any write this node makes after Start returns.
+  core->ReportHold();
   core->Kick();
   return std::unique_ptr<ReplicationDriver>(
       new ReplicationDriver(std::move(core)));

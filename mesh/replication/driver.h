@@ -64,6 +64,12 @@ struct ReplicationDriverOptions {
   int max_queued_per_peer = 1024;
   // A message larger than this is neither sent nor accepted.
   size_t max_message_bytes = 4 << 20;
+  // Holds this node's writes (Store::HoldLocalWrites) while the Replicator
+  // says so (ReplicatorOptions::own_writes_hold): called with how long at
+  // most whenever that changes, zero to release them; first from Start,
+  // then on the strand, and with zero from Stop. The store's own limit is
+  // a second longer than the Replicator's, which decides.
+  std::function<void(absl::Duration at_most)> hold_own_writes;
 };
 
 struct ReplicationDriverStats {

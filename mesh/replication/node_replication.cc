@@ -56,6 +56,14 @@ absl::Status NodeReplication::Start(Options o) {
   d.replicator.tombstone_max_age = o.tombstone_max_age;
   d.replicator.forgotten_after = o.forgotten_after;
   d.replicator.gc_interval = GcInterval(o.tombstone_max_age);
+  d.replicator.own_writes_hold = o.own_writes_hold;
+  d.hold_own_writes = [objects = o.objects](absl::Duration at_most) {
+    if (at_most > absl::ZeroDuration()) {
+      objects->HoldLocalWrites(at_most);
+    } else {
+      objects->ReleaseLocalWrites();
+    }
+  };
   d.clock = o.clock;
   d.io = o.io;
   d.transport = transport_.get();

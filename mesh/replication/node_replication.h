@@ -59,6 +59,11 @@ class NodeReplication {
     absl::Duration tombstone_max_age = absl::Hours(72);
     // ReplicatorOptions::forgotten_after: membership's dead retention.
     absl::Duration forgotten_after = absl::Hours(24);
+    // ReplicatorOptions::own_writes_hold: after a start, this node's writes
+    // wait (in the store's queue) until a peer has said what it holds of
+    // them, and this node has taken back what its database lost, or for
+    // this long with no answer.
+    absl::Duration own_writes_hold = absl::Seconds(5);
   };
 
   NodeReplication() = default;

@@ -66,6 +66,9 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Create(
   if (options.pending_timeout <= absl::ZeroDuration()) {
     return invalid("pending_timeout", "must be positive");
   }
+  if (options.own_writes_hold < absl::ZeroDuration()) {
+    return invalid("own_writes_hold", "must not be negative");
+  }
   if (!(options.refusal_burst >= 1)) {
     return invalid("refusal_burst", "must be at least 1");
   }
@@ -92,6 +95,36 @@ Replicator::Replicator(ReplicatorOptions options, ReplicaLog* log,
       now +
       absl::Microseconds(prng_.Uniform(std::max<int64_t>(interval_us, 1)));
   next_gc_ = now + options_.gc_interval;
+  if (options_.own_writes_hold > absl::ZeroDuration()) {
+    holding_ = true;
+    hold_deadline_ = now + options_.own_writes_hold;
+  }
+}
+
+void Replicator::UpdateHold(absl::Time now) {
+  if (!holding_) return;
+  if (own_answered_ && At(held_, options_.name) >= own_wanted_) {
+    holding_ = false;
+  } else if (now >= hold_deadline_) {
+    holding_ = false;
+    ++stats_.own_hold_expired;
+  }
+}
+
+void Replicator::AskOwnSequence(absl::Time now) {
+  // Asked until a peer answers, and again (at most every min_digest_gap)
+  // while what it said this node lacks has not all come: each digest makes
+  // the peer stream what this node lacks.
+  if (!holding_ || (own_answered_ && At(held_, options_.name) >= own_wanted_)) {
+    return;
+  }
+  int asked = 0;
+  for (const std::string& peer : members_) {
+    if (asked >= options_.fanout) break;
+    if (!DigestDue(peer, now)) continue;
+    SendDigest(peer, /*reply=*/true, now);
+    ++asked;
+  }
 }
 
 absl::Status Replicator::ReloadVersions() {
@@ -123,6 +156,10 @@ void Replicator::SetMembers(std::vector<std::string> live,
       it = streams_.erase(it);
     }
   }
+  // Nobody else to hold changes of this node: its writes go on.
+  if (members_.empty() && away_.empty()) own_answered_ = true;
+  UpdateHold(now);
+  AskOwnSequence(now);
 }
 
 void Replicator::OnLocalChange(const store::ObjectChange& change,
@@ -317,7 +354,7 @@ absl::Status Replicator::Receive(absl::string_view peer,
       SendDigest(std::string(peer), /*reply=*/true, now);
     return absl::OkStatus();
   }
-  absl::Status s = ApplyOne(peer, change);
+  absl::Status s = ApplyOne(peer, change, now);
   if (!s.ok()) return s;
   const std::string origin = change.stamp.origin;
   fresh->push_back(std::move(change));
@@ -367,7 +404,8 @@ Replicator::PendingMap::iterator Replicator::ErasePending(
 }
 
 absl::Status Replicator::ApplyOne(absl::string_view peer,
-                                  const store::ObjectChange& change) {
+                                  const store::ObjectChange& change,
+                                  absl::Time now) {
   absl::StatusOr<store::ApplyResult> r = log_->Apply(change, peer);
   if (!r.ok()) {
     ++stats_.changes_refused;
@@ -376,6 +414,15 @@ absl::Status Replicator::ApplyOne(absl::string_view peer,
   }
   int64_t& held = held_[change.stamp.origin];
   held = std::max(held, change.stamp.seq);
+  if (change.stamp.origin == options_.name &&
+      *r != store::ApplyResult::kDuplicate) {
+    // A change of this node that its database had lost: a peer holds it,
+    // so it may be shown and sent on like any published one.
+    ++stats_.own_changes_taken_back;
+    durable_ = std::max(durable_, change.stamp.seq);
+    if (holding_) hold_deadline_ = now + options_.own_writes_hold;
+    UpdateHold(now);
+  }
   switch (*r) {
     case store::ApplyResult::kApplied:
       ++stats_.changes_applied;
@@ -407,7 +454,7 @@ void Replicator::DrainPending(absl::string_view origin, absl::Time now,
     const std::string sender = it->second.sender;
     store::ObjectChange change = std::move(it->second.change);
     ErasePending(it);
-    if (absl::Status s = ApplyOne(sender, change); !s.ok()) {
+    if (absl::Status s = ApplyOne(sender, change, now); !s.ok()) {
       ChargeRefusal(sender, s, now);
       return;
     }
@@ -430,6 +477,8 @@ absl::Status Replicator::HandleDigest(absl::string_view peer,
       // view of us (how far behind we are) is as fresh as ours of it.
       ++stats_.digests_in_sync;
       peer_versions_[p] = held_;
+      own_answered_ = true;  // it holds what this node holds
+      UpdateHold(now);
       if (digest.reply()) SendFingerprint(p, /*reply=*/false);
       return absl::OkStatus();
     }
@@ -448,8 +497,13 @@ absl::Status Replicator::HandleDigest(absl::string_view peer,
     ++stats_.malformed;
     return theirs.status();
   }
-  if (At(*theirs, options_.name) > At(held_, options_.name)) {
-    ++stats_.own_sequence_behind;
+  const int64_t own = At(*theirs, options_.name);
+  if (own > At(held_, options_.name)) ++stats_.own_sequence_behind;
+  if (holding_) {
+    // The changes of this node that it holds come in its stream.
+    own_answered_ = true;
+    own_wanted_ = std::max(own_wanted_, own);
+    UpdateHold(now);
   }
   // Only the origins this node holds (and its own) are ever read from a
   // peer's vector: what to stream to it, what it has seen for GC, its lag.
@@ -521,8 +575,15 @@ void Replicator::SendDigest(const std::string& peer, bool reply,
 void Replicator::StartStream(const std::string& peer,
                              const store::VersionVector& theirs,
                              absl::Time now) {
-  for (const auto& [id, s] : streams_) {
-    if (s.peer == peer) return;  // one at a time; it sends the news too
+  for (auto it = streams_.begin(); it != streams_.end(); ++it) {
+    if (it->second.peer != peer) continue;
+    // One at a time; it sends the news too. But a stream the peer has not
+    // acknowledged for min_digest_gap is one it lost (it restarted, and
+    // its digest says what it holds now): it starts over from there.
+    if (now - it->second.last_progress < options_.min_digest_gap) return;
+    ++stats_.streams_timed_out;
+    streams_.erase(it);
+    break;
   }
   std::set<std::string> lacking;
   for (const auto& [origin, seq] : held_) {
@@ -769,7 +830,17 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
     NoteUnknownOrigin(s);
     return s;
   }
+  // Changes of this node the resync brought back (its database had lost
+  // them; a peer holds them) may be shown like published ones.
+  if (const int64_t own = At(base, options_.name); own > durable_) {
+    absl::StatusOr<store::VersionVector> now_held = log_->Versions();
+    if (now_held.ok() && At(*now_held, options_.name) >= own) {
+      stats_.own_changes_taken_back += own - At(held_, options_.name);
+      durable_ = own;
+    }
+  }
   RETURN_IF_ERROR(ReloadVersions());
+  UpdateHold(now);
   ++stats_.resyncs_completed;
   std::vector<store::ObjectChange> fresh;
   std::set<std::string> origins;
@@ -779,6 +850,8 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
 }
 
 void Replicator::Tick(absl::Time now) {
+  UpdateHold(now);
+  AskOwnSequence(now);
   if (now >= next_anti_entropy_) {
     next_anti_entropy_ = now + options_.anti_entropy_interval;
     std::vector<std::string> peer = RandomPeers(1, "", "");
@@ -941,6 +1014,7 @@ absl::Status Replicator::HandleCertificates(
 
 absl::Time Replicator::NextDeadline() const {
   absl::Time t = std::min(next_anti_entropy_, next_gc_);
+  if (holding_) t = std::min(t, hold_deadline_);
   for (const auto& [id, s] : streams_) {
     t = std::min(t, s.last_progress + options_.stream_timeout);
   }

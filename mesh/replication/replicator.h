@@ -137,6 +137,16 @@ struct ReplicatorOptions {
   // never converge. Off: a change is durable when committed (the
   // simulator, and synchronous=FULL).
   bool await_durable = false;
+  // After it starts, this node's own writes are held (OwnWritesHeldUntil)
+  // until a peer has said how many of this node's changes it holds and this
+  // node holds as many, having taken back from peers those its database
+  // lost (restored from an older copy, or a virtual machine's snapshot): a
+  // write committed before that would stamp one of their sequence numbers
+  // again, and peers that hold the first would take it as a duplicate.
+  // Held for at most this long with no peer answering and no change taken
+  // back, so that a node cut off from every peer still writes; zero:
+  // never held. A node that knows no other member is not held.
+  absl::Duration own_writes_hold = absl::ZeroDuration();
   uint64_t random_seed = 0;
 };
 
@@ -180,6 +190,11 @@ struct ReplicatorStats {
   // numbers. The driver logs it (at error level, at most every 10
   // minutes).
   uint64_t own_sequence_behind = 0;
+  // Changes of this node taken back from peers (its database had lost
+  // them), and holds of its writes that ended by running out of time
+  // rather than by a peer's answer (ReplicatorOptions::own_writes_hold).
+  uint64_t own_changes_taken_back = 0;
+  uint64_t own_hold_expired = 0;
   uint64_t gc_tombstones = 0;
   uint64_t gc_log_changes = 0;
   // Own changes waiting for OnDurable that were dropped from the wait
@@ -250,6 +265,14 @@ class Replicator {
   std::vector<Outbound> TakeOutbox();
 
   // --- Queries ---
+
+  // While this node's own writes must wait (ReplicatorOptions::
+  // own_writes_hold): until when at most, as things stand (it moves on as
+  // changes are taken back, and ends early once a peer has answered).
+  // InfinitePast once they may go on.
+  absl::Time OwnWritesHeldUntil() const {
+    return holding_ ? hold_deadline_ : absl::InfinitePast();
+  }
 
   // This node's version vector, as last read or advanced.
   const store::VersionVector& versions() const { return held_; }
@@ -352,7 +375,13 @@ class Replicator {
   absl::Status Receive(absl::string_view peer, store::ObjectChange change,
                        absl::Time now, std::vector<store::ObjectChange>* fresh);
   absl::Status ApplyOne(absl::string_view peer,
-                        const store::ObjectChange& change);
+                        const store::ObjectChange& change, absl::Time now);
+  // Ends the hold of this node's writes once a peer has answered and this
+  // node holds as much of its own as any peer said, or at its deadline.
+  void UpdateHold(absl::Time now);
+  // While held and unanswered: a digest asking for theirs to a few live
+  // peers.
+  void AskOwnSequence(absl::Time now);
   void DrainPending(absl::string_view origin, absl::Time now,
                     std::vector<store::ObjectChange>* fresh);
   // Buffers `change` from `peer` behind its gap, within the limits
@@ -406,6 +435,13 @@ class Replicator {
   // committed after it, in order, waiting to be pushed.
   int64_t durable_ = 0;
   std::deque<store::ObjectChange> undurable_;
+  // ReplicatorOptions::own_writes_hold: whether this node's writes wait,
+  // until when, whether a peer has told what it holds of them, and the
+  // most any peer said it holds.
+  bool holding_ = false;
+  absl::Time hold_deadline_ = absl::InfinitePast();
+  bool own_answered_ = false;
+  int64_t own_wanted_ = 0;
   std::map<std::string, store::VersionVector, std::less<>> peer_versions_;
   std::map<std::string, absl::Time, std::less<>> last_digest_to_;
   // Received changes ahead of a gap, by (origin, seq), with their sender;

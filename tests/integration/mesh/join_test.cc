@@ -901,5 +901,57 @@ TEST_CASE(
   CHECK(live == 1);
 }
 
+TEST_CASE(
+    "a node restored from an older copy of its database takes its own "
+    "changes back from a peer, and its next write reaches the peer") {
+  Node a({"--node-name", "a"});
+  Node b({"--node-name", "b"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  REQUIRE(Join(b, a, Token(a)).exit_code == 0);
+  auto get = [](Node& n, const std::string& key) {
+    return std::string(
+        absl::StripAsciiWhitespace(n.Local({"state", "get", key}).out));
+  };
+  auto put = [](Node& n, const std::string& key, const std::string& value) {
+    CommandResult r = n.Local({"state", "put", key, value});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  };
+  put(b, "kept", "1");
+  REQUIRE(Eventually([&] { return get(a, "kept") == "1"; }, absl::Seconds(30)));
+  // A copy of b's database, taken while b is stopped (a backup, or a
+  // virtual machine's snapshot).
+  REQUIRE(b.daemon.Signal(SIGTERM) == 0);
+  const std::string db = b.daemon.state_dir() + "/mycel.db";
+  const std::string copy = b.dir.Sub("mycel.db.copy");
+  REQUIRE(WriteFileAtomic(copy, *ReadFile(db), 0600).ok());
+  REQUIRE(b.daemon.Start());
+  put(b, "lost/1", "2");
+  put(b, "lost/2", "3");
+  REQUIRE(
+      Eventually([&] { return get(a, "lost/2") == "3"; }, absl::Seconds(30)));
+  // b comes back from the copy: it lacks lost/1 and lost/2, which a holds.
+  REQUIRE(b.daemon.Signal(SIGTERM) == 0);
+  REQUIRE(WriteFileAtomic(db, *ReadFile(copy), 0600).ok());
+  unlink((db + "-wal").c_str());
+  unlink((db + "-shm").c_str());
+  REQUIRE(b.daemon.Start());
+  // Its first write waits until it has its changes back, and then takes
+  // a number past them: a, which holds their numbers, takes it.
+  put(b, "after", "4");
+  CHECK(get(b, "lost/2") == "3");
+  CHECK(get(b, "lost/1") == "2");
+  CHECK(Eventually([&] { return get(a, "after") == "4"; }, absl::Seconds(30)));
+  CommandResult seqs =
+      a.Local({"query", "SELECT key, seq FROM kv WHERE origin='b' ORDER BY seq",
+               "-o", "json"});
+  REQUIRE_MESSAGE(seqs.exit_code == 0, seqs.err);
+  const size_t lost2 = seqs.out.find("lost/2");
+  const size_t after = seqs.out.find("after");
+  CHECK(lost2 != std::string::npos);
+  CHECK_MESSAGE(after > lost2, seqs.out);
+  CHECK(Contains(b.daemon.Log(), "took back changes of this node"));
+}
+
 }  // namespace
 }  // namespace mycel

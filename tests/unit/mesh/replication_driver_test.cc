@@ -93,7 +93,11 @@ struct Pki {
 
 class Cluster {
  public:
-  explicit Cluster(int n, bool signed_changes = false) : nodes_(n) {
+  // `own_writes_hold`: ReplicatorOptions::own_writes_hold, the hold applied
+  // to each node's store.
+  explicit Cluster(int n, bool signed_changes = false,
+                   absl::Duration own_writes_hold = absl::ZeroDuration())
+      : own_writes_hold_(own_writes_hold), nodes_(n) {
     if (signed_changes) pki_ = std::make_unique<Pki>();
     for (int i = 0; i < n; ++i) {
       nodes_[i].name = absl::StrCat("node-", i);
@@ -129,6 +133,14 @@ class Cluster {
     o.io = &io;
     o.transport = n.transport.get();
     o.log = n.log.get();
+    o.replicator.own_writes_hold = own_writes_hold_;
+    o.hold_own_writes = [objects = n.objects.get()](absl::Duration at_most) {
+      if (at_most > absl::ZeroDuration()) {
+        objects->HoldLocalWrites(at_most);
+      } else {
+        objects->ReleaseLocalWrites();
+      }
+    };
     auto d = ReplicationDriver::Start(std::move(o));
     REQUIRE_MESSAGE(d.ok(), d.status().ToString());
     n.driver = *std::move(d);
@@ -242,6 +254,7 @@ class Cluster {
 
   std::unique_ptr<Pki> pki_;
   testing::TempDir dir_;
+  const absl::Duration own_writes_hold_;
   std::vector<Node> nodes_;
 };
 
@@ -317,10 +330,9 @@ TEST_CASE("a node restarted from its database catches up by anti-entropy") {
   CHECK(c.Converged("after", "3"));
 }
 
-TEST_CASE(
-    "a node restored from an older copy of its database says so, at error "
-    "level, once") {
-  Cluster c(2);
+// Restores node 0 of `c` (two nodes) from a copy of its database taken
+// after three writes, once it has made three more that node 1 holds.
+void RestoreOlderCopy(Cluster& c) {
   c.RunFor(absl::Milliseconds(10));
   for (int i = 0; i < 3; ++i) c.Put(0, absl::StrCat("a/", i), "1");
   c.RunFor(absl::Milliseconds(100));
@@ -329,6 +341,7 @@ TEST_CASE(
   std::filesystem::copy_file(db, db + ".bak");
   c.Start(0);
   c.SetMembers();
+  c.RunFor(absl::Milliseconds(10));
   for (int i = 0; i < 3; ++i) c.Put(0, absl::StrCat("b/", i), "1");
   c.RunFor(absl::Milliseconds(100));
   REQUIRE(c.node(1).driver->Versions().at("node-0") == 6);
@@ -338,30 +351,86 @@ TEST_CASE(
   std::filesystem::remove(db + "-wal");
   std::filesystem::remove(db + "-shm");
   c.Start(0);
-  c.SetMembers();
+}
+
+// The lines of `logged` that contain `part`.
+std::vector<std::string> LinesWith(const std::string& logged,
+                                   absl::string_view part) {
+  std::vector<std::string> lines;
+  for (absl::string_view l : absl::StrSplit(logged, '\n')) {
+    if (absl::StrContains(l, part)) lines.emplace_back(l);
+  }
+  return lines;
+}
+
+TEST_CASE(
+    "a node restored from an older copy of its database holds its writes "
+    "until it has taken its own changes back") {
+  Cluster c(2, /*signed_changes=*/false, absl::Seconds(5));
+  RestoreOlderCopy(c);
+  // Held from Start, before membership has said who the peers are.
+  CHECK(c.node(0).db->holding_local_writes());
   testing::TempDir dir;
   const std::string path = dir.Sub("log");
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   REQUIRE(fd >= 0);
   log::SetSink(fd, false);
-  // Anti-entropy every 2 s: node-1's digests say it holds 6 of node-0's
-  // changes, again and again; node-0 holds 3.
+  c.SetMembers();
+  c.RunFor(absl::Seconds(1));
+  log::SetSink(STDERR_FILENO, false);
+  close(fd);
+  CHECK_FALSE(c.node(0).db->holding_local_writes());
+  const ReplicatorStats st = c.node(0).driver->Stats().replicator;
+  CHECK(st.own_changes_taken_back == 3);
+  CHECK(st.own_hold_expired == 0);
+  CHECK(st.own_sequence_behind >= 1);
+  CHECK(c.node(0).driver->Versions().at("node-0") == 6);
+  CHECK(c.Get(0, "b/2") == "1");
+  const std::string logged = *ReadFile(path);
+  const std::vector<std::string> behind =
+      LinesWith(logged, "holds more of this node's own changes");
+  REQUIRE_MESSAGE(behind.size() == 1, logged);
+  CHECK(absl::StrContains(behind[0], "level=warn"));
+  CHECK(absl::StrContains(behind[0], "taking them back"));
+  CHECK(absl::StrContains(behind[0], "peer_holds=6"));
+  CHECK(absl::StrContains(behind[0], "this_node_holds=3"));
+  const std::vector<std::string> took =
+      LinesWith(logged, "took back changes of this node");
+  REQUIRE_MESSAGE(took.size() == 1, logged);
+  CHECK(absl::StrContains(took[0], "changes=3"));
+  // Its next write goes past them, and reaches the peer.
+  c.Put(0, "c", "1");
+  c.RunFor(absl::Milliseconds(100));
+  CHECK(c.Get(1, "c") == "1");
+  CHECK(c.node(1).driver->Versions().at("node-0") == 7);
+}
+
+TEST_CASE(
+    "without the hold, a restored node's first write takes a number the "
+    "peer holds; it says so at error level, once") {
+  Cluster c(2);
+  RestoreOlderCopy(c);
+  c.SetMembers();
+  c.Put(0, "c", "1");  // node-0:4, the number of b/0 on node-1
+  testing::TempDir dir;
+  const std::string path = dir.Sub("log");
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  log::SetSink(fd, false);
   c.RunFor(absl::Seconds(20));
   log::SetSink(STDERR_FILENO, false);
   close(fd);
-  CHECK(c.node(0).driver->Stats().replicator.own_sequence_behind >= 2);
-  const std::string logged = *ReadFile(path);
-  std::vector<std::string> lines;
-  for (absl::string_view l : absl::StrSplit(logged, '\n')) {
-    if (absl::StrContains(l, "holds more of this node's own changes")) {
-      lines.emplace_back(l);
-    }
-  }
-  REQUIRE_MESSAGE(lines.size() == 1, logged);
+  CHECK(c.node(0).driver->Stats().replicator.own_sequence_behind >= 1);
+  const std::vector<std::string> lines =
+      LinesWith(*ReadFile(path), "holds more of this node's own changes");
+  REQUIRE(lines.size() == 1);
   CHECK(absl::StrContains(lines[0], "level=error"));
+  CHECK(absl::StrContains(lines[0], "writes were not held"));
   CHECK(absl::StrContains(lines[0], "peer=node-1"));
   CHECK(absl::StrContains(lines[0], "peer_holds=6"));
-  CHECK(absl::StrContains(lines[0], "this_node_holds=3"));
+  // node-1 took node-0:4 for b/0, which it holds: c never reaches it.
+  CHECK(c.Get(1, "c") == std::nullopt);
+  CHECK(c.Get(0, "b/0") == std::nullopt);
 }
 
 // Membership forgets a member a day after it left; a node that joins later
