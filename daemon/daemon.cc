@@ -285,6 +285,17 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
   tcp_authz_ = std::make_shared<identity::Authorizer>(
       identity::Authorizer::Endpoint::kTcp, &trust_,
       &identity::AccessRules::Builtin(), &clock_);
+  if (flood_guard_ == nullptr) {
+    flood_guard_ =
+        std::make_unique<identity::FloodGuard>(identity::FloodGuard::Options{
+            .clock = &clock_,
+            .on_flood = [this](const std::string& identity, int64_t unstarted) {
+              boost::asio::post(io_, [this, identity, unstarted] {
+                OnCallFlood(identity, unstarted);
+              });
+            }});
+  }
+  tcp_authz_->set_flood_guard(flood_guard_.get());
   services_.push_back(
       MakeServices(host, schema_version, safe_mode, local_authz_.get()));
   {
@@ -392,7 +403,11 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
                                        : pki::kDefaultNodeValidity),
       // Only an authority with a join token open serves clients without a
       // certificate (joins).
-      [this] { return ServesJoins(); });
+      [this] { return ServesJoins(); },
+      // Nor a client banned for flooding the node with calls.
+      [guard = flood_guard_.get()](absl::string_view identity) {
+        return guard->Banned(identity);
+      });
   creds->SetAuthMetadataProcessor(tcp_authz_);
   ASSIGN_OR_RETURN(ListeningSocket tcp, ListenTcp(config_.listen()));
   services_.push_back(
@@ -412,7 +427,23 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
   // then is shut down when the window closes (peers reconnect).
   e.window = [this] { return ServesJoins(); };
   e.services = services_.back()->all();
+  e.interceptors.push_back(flood_guard_->InterceptorFactory());
   return e;
+}
+
+void Daemon::OnCallFlood(const std::string& identity, int64_t unstarted) {
+  size_t closed = 0;
+  if (server_ != nullptr) closed += server_->ShutdownConnections("tcp");
+  if (mesh_server_ != nullptr) {
+    closed += mesh_server_->ShutdownConnections("tcp");
+  }
+  log::Error(
+      "a TCP client opened calls that never reached this node (HTTP/2 "
+      "streams reset at once?): its certificate is refused for 5 minutes, "
+      "and every TCP connection was shut down (the others reconnect)",
+      {{"identity", identity.empty() ? "(no certificate)" : identity},
+       {"calls", unstarted},
+       {"connections_closed", static_cast<uint64_t>(closed)}});
 }
 
 void Daemon::StartRotation() {

@@ -200,6 +200,11 @@ class Daemon {
   identity::Trust trust_;
   std::shared_ptr<identity::Authorizer> local_authz_;
   std::shared_ptr<identity::Authorizer> tcp_authz_;
+  // Counts the calls each TCP client opens and never uses (HTTP/2 rapid
+  // reset), and bans a client that floods (identity::FloodGuard).
+  std::unique_ptr<identity::FloodGuard> flood_guard_;
+  // The guard's on_flood, on the event loop.
+  void OnCallFlood(const std::string& identity, int64_t unstarted);
   std::unique_ptr<identity::MeshNode> mesh_;
   // Renews the node certificate at two thirds of its life (started once
   // the node is in a mesh).

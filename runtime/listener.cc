@@ -338,6 +338,20 @@ bool Listener::AtOpenCap(const std::string& source) {
   return it->second.size() >= cap;
 }
 
+size_t Listener::ShutdownOpen() {
+  size_t n = 0;
+  for (const auto& [source, handed] : open_) {
+    for (const Handed& h : handed) {
+      // Only while the descriptor still names the socket handed over.
+      if (SocketCookie(h.fd) == h.cookie && shutdown(h.fd, SHUT_RDWR) == 0) {
+        ++n;
+      }
+    }
+  }
+  open_.clear();
+  return n;
+}
+
 void Listener::RecordOpen(const std::string& source, int fd) {
   const uint64_t cookie = SocketCookie(fd);
   if (cookie == 0) return;

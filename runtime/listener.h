@@ -112,6 +112,11 @@ class Listener {
   int port() const { return port_; }
   Stats stats() const;
 
+  // Shuts down (SHUT_RDWR) every connection handed over that is still
+  // open, for the server that owns it to close; returns how many. Its
+  // clients reconnect. On the io_context's thread.
+  size_t ShutdownOpen();
+
  private:
   void Arm();
   void OnReadable();

@@ -43,6 +43,9 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(
         grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
         e.credentials);
     for (grpc::Service* s : e.services) builder.RegisterService(s);
+    if (!e.interceptors.empty()) {
+      builder.experimental().SetInterceptorCreators(std::move(e.interceptors));
+    }
     Running r;
     r.name = e.name;
     r.port = e.socket.port;
@@ -82,6 +85,15 @@ ApiServer::~ApiServer() { Shutdown(std::chrono::milliseconds(0)); }
 int ApiServer::port(absl::string_view name) const {
   for (const Running& r : endpoints_) {
     if (r.name == name) return r.port;
+  }
+  return 0;
+}
+
+size_t ApiServer::ShutdownConnections(absl::string_view name) {
+  for (Running& r : endpoints_) {
+    if (r.name == name && r.listener != nullptr) {
+      return r.listener->ShutdownOpen();
+    }
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 #define MYCEL_DAEMON_SERVER_API_SERVER_H_
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/server_interceptor.h>
 
 #include <boost/asio/io_context.hpp>
 #include <functional>
@@ -44,6 +45,10 @@ class ApiServer {
     // The Listener's window (see Listener::Options::window); the daemon's
     // TCP endpoint: while it serves joins.
     std::function<bool()> window;
+    // Server interceptors (identity::FloodGuard's).
+    std::vector<
+        std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        interceptors;
   };
 
   // How long a connection may take to complete its handshake (TLS, and
@@ -71,6 +76,10 @@ class ApiServer {
   // `service` (grpc.health.v1, Check and Watch). No-op once shut down.
   void SetServingStatus(absl::string_view endpoint, const std::string& service,
                         bool serving);
+
+  // Shuts down every connection the endpoint named `name` holds
+  // (Listener::ShutdownOpen); returns how many. On the io_context's thread.
+  size_t ShutdownConnections(absl::string_view name);
 
   // Marks every endpoint NOT_SERVING, stops accepting, and waits up to
   // `grace` for calls in flight. Idempotent.

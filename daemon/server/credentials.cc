@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "absl/base/call_once.h"
+#include "absl/strings/match.h"
 #include "mesh/identity/tls_defaults.h"
 #include "runtime/fs.h"
 #include "runtime/log.h"
@@ -36,13 +37,33 @@ namespace gx = grpc::experimental;
 // presented was chained to the CA by gRPC before this runs.
 class CertlessGate final : public gx::ExternalCertificateVerifier {
  public:
-  explicit CertlessGate(std::function<bool()> admits)
-      : admits_(std::move(admits)) {}
+  CertlessGate(std::function<bool()> admits,
+               std::function<bool(absl::string_view)> refuses)
+      : admits_(std::move(admits)), refuses_(std::move(refuses)) {}
 
   bool Verify(gx::TlsCustomVerificationCheckRequest* request,
               std::function<void(grpc::Status)>,
               grpc::Status* sync_status) override {
-    if (request->peer_cert().empty() && !admits_()) {
+    if (refuses_) {
+      std::string identity;
+      if (!request->peer_cert().empty()) {
+        for (const grpc::string_ref& uri : request->uri_names()) {
+          if (absl::StartsWith(absl::string_view(uri.data(), uri.size()),
+                               "spiffe://")) {
+            identity.assign(uri.data(), uri.size());
+            break;
+          }
+        }
+      }
+      if (refuses_(identity)) {
+        *sync_status = grpc::Status(
+            grpc::StatusCode::UNAUTHENTICATED,
+            "this certificate opened too many calls that never reached this "
+            "node; it is refused for a while");
+        return true;
+      }
+    }
+    if (request->peer_cert().empty() && admits_ && !admits_()) {
       refused_.fetch_add(1, std::memory_order_relaxed);
       LogRefusals();
       *sync_status = grpc::Status(
@@ -74,6 +95,7 @@ class CertlessGate final : public gx::ExternalCertificateVerifier {
   }
 
   const std::function<bool()> admits_;
+  const std::function<bool(absl::string_view)> refuses_;
   std::atomic<uint64_t> refused_{0};
   std::atomic<int64_t> last_log_{0};
 };
@@ -93,7 +115,8 @@ absl::StatusOr<TlsFiles> ReadTlsFiles(const mycel::v1::DaemonConfig& config) {
 
 std::shared_ptr<grpc::ServerCredentials> MtlsServerCredentials(
     const TlsFiles& files, absl::Duration refresh,
-    std::function<bool()> admits_certless) {
+    std::function<bool()> admits_certless,
+    std::function<bool(absl::string_view identity)> refuses) {
   ApplyTlsDefaults();
   auto seconds = static_cast<unsigned int>(
       std::max<int64_t>(1, absl::ToInt64Seconds(refresh)));
@@ -103,10 +126,10 @@ std::shared_ptr<grpc::ServerCredentials> MtlsServerCredentials(
   tls.watch_root_certs();
   tls.watch_identity_key_cert_pairs();
   tls.set_cert_request_type(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
-  if (admits_certless) {
+  if (admits_certless || refuses) {
     tls.set_certificate_verifier(
         gx::ExternalCertificateVerifier::Create<CertlessGate>(
-            std::move(admits_certless)));
+            std::move(admits_certless), std::move(refuses)));
   }
   return gx::TlsServerCredentials(tls);
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "mycel/v1/config.pb.h"
 
@@ -42,13 +43,18 @@ absl::StatusOr<TlsFiles> ReadTlsFiles(const mycel::v1::DaemonConfig& config);
 // (docs/security.md), so a node takes streams only from holders of a mesh
 // certificate unless it must serve joins.
 //
+// `refuses`, when set, is asked at every handshake with the client
+// certificate's SPIFFE ID ("" for none): a client it names is refused
+// (identity::FloodGuard's bans).
+//
 // The files are re-read every `refresh`, so that a renewed certificate
 // (written atomically in place) serves new connections without a restart.
 // The first call turns TLS session tickets off for the process
 // (mesh/identity/tls_defaults.h).
 std::shared_ptr<grpc::ServerCredentials> MtlsServerCredentials(
     const TlsFiles& files, absl::Duration refresh,
-    std::function<bool()> admits_certless = nullptr);
+    std::function<bool()> admits_certless = nullptr,
+    std::function<bool(absl::string_view identity)> refuses = nullptr);
 
 }  // namespace mycel
 

@@ -58,6 +58,13 @@ grpc::Status Authorizer::Process(const InputMetadata& metadata,
   if (path != metadata.end()) {
     method = absl::string_view(path->second.data(), path->second.size());
   }
+  if (guard_ != nullptr && !guard_->Opened(FloodGuard::IdentityOf(context))) {
+    denied_.fetch_add(1, std::memory_order_relaxed);
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        "this certificate opened too many calls that never reached this "
+        "node (HTTP/2 streams reset at once?); it is refused for a while");
+  }
   absl::Status s = Decide(method, *context);
   if (s.ok()) return grpc::Status::OK;
   denied_.fetch_add(1, std::memory_order_relaxed);

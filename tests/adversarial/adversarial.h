@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "tests/testing/process.h"
 #include "tests/testing/requires.h"
 
@@ -32,6 +34,9 @@ std::chrono::system_clock::time_point Deadline(
 
 std::chrono::milliseconds Elapsed(std::chrono::steady_clock::time_point since);
 
+// A field in kB of /proc/PID/status ("VmHWM", "VmRSS"), or -1.
+int64_t StatusKb(pid_t pid, absl::string_view field);
+
 // A connected socket, or -1.
 int ConnectUnix(const std::string& path);
 int ConnectTcp(int port);
@@ -50,6 +55,11 @@ class HeldTls {
   // Whether the server closes the connection within `timeout` (anything it
   // sends before, such as its settings, is read and dropped).
   bool ClosedWithin(std::chrono::milliseconds timeout);
+  // HTTP/2 rapid reset (CVE-2023-44487): opens `streams` streams calling
+  // `path`, each reset (RST_STREAM, CANCEL) right after its headers, in
+  // batches, as fast as the connection takes them. Returns how many were
+  // written before a write failed (the server closed the connection).
+  int64_t ResetStreams(const std::string& path, int64_t streams);
   HeldTls(const HeldTls&) = delete;
   HeldTls& operator=(const HeldTls&) = delete;
   ~HeldTls();

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "mycel/v1/cells.grpc.pb.h"
 #include "mycel/v1/node.grpc.pb.h"
+#include "runtime/fs.h"
 #include "tests/adversarial/adversarial.h"
 #include "tests/testing/ports.h"
 
@@ -219,6 +220,61 @@ TEST_CASE("TCP: a client without a certificate gets no stream here") {
   // With the client certificate the same connection is held.
   CHECK(adversarial::HeldTls::Open("127.0.0.2", port, pki.dir() + "/client.crt",
                                    pki.dir() + "/client.key") != nullptr);
+  CHECK(kill(d.pid(), 0) == 0);
+}
+
+TEST_CASE(
+    "TCP: a certificate holder that opens and resets streams without end is "
+    "cut off and refused") {
+  // gRPC 1.51 has no bound on streams a client opens and resets at once
+  // (CVE-2023-44487): 4 s of it from a client with a valid certificate
+  // took a node to 3.2 GB and 33 s of CPU. The calls it opens never reach
+  // a handler; the node counts them per certificate (FloodGuard), bans the
+  // certificate, and shuts down its TCP connections.
+  TempDir dir;
+  adversarial::Pki pki(dir.Sub("pki"));
+  const int port = testing::FreePort();
+  DaemonProcess d(dir.path(), pki.ServerFlags(port));
+  REQUIRE(d.Start());
+  // Honest calls, many, on one connection with the same certificate, are
+  // never taken for a flood.
+  {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = *ReadFile(pki.dir() + "/ca.crt");
+    ssl.pem_cert_chain = *ReadFile(pki.dir() + "/client.crt");
+    ssl.pem_private_key = *ReadFile(pki.dir() + "/client.key");
+    auto ch = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                  grpc::SslCredentials(ssl));
+    auto stub = v1::Node::NewStub(ch);
+    int ok = 0;
+    for (int i = 0; i < 6000; ++i) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(Deadline(std::chrono::seconds(10)));
+      v1::NodeInfo info;
+      ok += stub->GetInfo(&ctx, v1::GetInfoRequest(), &info).ok();
+    }
+    CHECK(ok == 6000);
+  }
+  const int64_t rss_before = adversarial::StatusKb(d.pid(), "VmHWM");
+  auto attacker = adversarial::HeldTls::Open(
+      "127.0.0.2", port, pki.dir() + "/client.crt", pki.dir() + "/client.key");
+  REQUIRE(attacker != nullptr);
+  const int64_t sent = attacker->ResetStreams("/mycel.v1.Node/GetInfo", 300000);
+  MESSAGE("streams opened and reset before the connection was shut: " << sent);
+  CHECK(sent < 300000);
+  CHECK(attacker->ClosedWithin(std::chrono::seconds(10)));
+  // Let the node drain what it read.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const int64_t rss_after = adversarial::StatusKb(d.pid(), "VmHWM");
+  MESSAGE("myceld peak RSS " << rss_before << " kB before, " << rss_after
+                             << " kB after");
+  CHECK(rss_after - rss_before < 400 * 1024);
+  CHECK(d.Log().find("opened calls that never reached this node") !=
+        std::string::npos);
+  // The certificate is refused at the handshake now; the node serves on.
+  CHECK(adversarial::HeldTls::Open("127.0.0.2", port, pki.dir() + "/client.crt",
+                                   pki.dir() + "/client.key") == nullptr);
+  CHECK(d.Cli({"node", "info"}).exit_code == 0);
   CHECK(kill(d.pid(), 0) == 0);
 }
 

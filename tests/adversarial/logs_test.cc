@@ -29,19 +29,8 @@ MYCEL_TEST_REQUIRES(adversarial::NeedsRoot());
 
 constexpr int64_t kCap = 8 << 20;  // the default log cap
 
-// A process's peak resident memory (VmHWM), in kB.
-int64_t PeakRssKb(pid_t pid) {
-  auto status = ReadFile(absl::StrCat("/proc/", pid, "/status"));
-  if (!status.ok()) return -1;
-  for (absl::string_view line : absl::StrSplit(*status, '\n')) {
-    if (!absl::ConsumePrefix(&line, "VmHWM:")) continue;
-    int64_t kb = 0;
-    std::vector<absl::string_view> words =
-        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
-    if (!words.empty() && absl::SimpleAtoi(words[0], &kb)) return kb;
-  }
-  return -1;
-}
+// A process's peak resident memory, in kB.
+int64_t PeakRssKb(pid_t pid) { return adversarial::StatusKb(pid, "VmHWM"); }
 
 // Waits until cell/name has ended.
 void WaitEnded(const DaemonProcess& d, const std::string& ref) {

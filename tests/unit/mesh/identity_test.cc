@@ -46,7 +46,8 @@ struct NoProperties : grpc::AuthPropertyIterator {
 // An auth context holding what gRPC's TLS stack would: the peer's PEM.
 class FakeAuthContext final : public grpc::AuthContext {
  public:
-  explicit FakeAuthContext(std::string pem = "") : pem_(std::move(pem)) {}
+  explicit FakeAuthContext(std::string pem = "", std::string spiffe = "")
+      : pem_(std::move(pem)), spiffe_(std::move(spiffe)) {}
   bool IsPeerAuthenticated() const override { return !pem_.empty(); }
   std::vector<grpc::string_ref> GetPeerIdentity() const override { return {}; }
   std::string GetPeerIdentityPropertyName() const override { return ""; }
@@ -54,6 +55,9 @@ class FakeAuthContext final : public grpc::AuthContext {
       const std::string& name) const override {
     if (name == GRPC_X509_PEM_CERT_PROPERTY_NAME && !pem_.empty()) {
       return {grpc::string_ref(pem_)};
+    }
+    if (name == GRPC_PEER_SPIFFE_ID_PROPERTY_NAME && !spiffe_.empty()) {
+      return {grpc::string_ref(spiffe_)};
     }
     return {};
   }
@@ -66,6 +70,7 @@ class FakeAuthContext final : public grpc::AuthContext {
 
  private:
   std::string pem_;
+  std::string spiffe_;
 };
 
 // A mesh CA and certificates it issues, as PEM.
@@ -309,6 +314,80 @@ TEST_CASE(
   CHECK(Fails(local.Decide("/mycel.v1.MeshPeer/Renew", anonymous), kDenied,
               "the local socket may not call"));
   CHECK(Fails(local.Decide("/x.Y/Z", anonymous), kDenied, "rule none"));
+}
+
+}  // namespace
+}  // namespace mycel::identity
+
+namespace mycel::identity {
+namespace {
+
+TEST_CASE(
+    "flood guard: calls that never reach a handler ban their identity; "
+    "started ones and time forgive") {
+  ManualClock clock(T0());
+  std::vector<std::pair<std::string, int64_t>> floods;
+  FloodGuard guard({.max_unstarted = 100,
+                    .half_life = absl::Seconds(10),
+                    .ban = absl::Minutes(5),
+                    .clock = &clock,
+                    .on_flood = [&](const std::string& who, int64_t n) {
+                      floods.emplace_back(who, n);
+                    }});
+  const std::string mallory = "spiffe://prod/user/mallory";
+  const std::string alice = "spiffe://prod/user/alice";
+  // An honest client: each call reaches its handler.
+  for (int i = 0; i < 1000; ++i) {
+    REQUIRE(guard.Opened(alice));
+    guard.Started(alice);
+  }
+  // 99 calls that never start, then time: halved every 10 s.
+  for (int i = 0; i < 99; ++i) REQUIRE(guard.Opened(mallory));
+  clock.Advance(absl::Seconds(10));
+  for (int i = 0; i < 50; ++i) REQUIRE(guard.Opened(mallory));  // 49 + 50
+  CHECK(floods.empty());
+  // The 100th outstanding: banned, said once.
+  CHECK_FALSE(guard.Opened(mallory));
+  REQUIRE(floods.size() == 1);
+  CHECK(floods[0].first == mallory);
+  CHECK(floods[0].second == 100);
+  CHECK(guard.Banned(mallory));
+  CHECK_FALSE(guard.Opened(mallory));
+  CHECK(floods.size() == 1);
+  CHECK(guard.bans() == 1);
+  // Others go on.
+  CHECK_FALSE(guard.Banned(alice));
+  CHECK(guard.Opened(alice));
+  // The ban ends, and the count starts over.
+  clock.Advance(absl::Minutes(5));
+  CHECK_FALSE(guard.Banned(mallory));
+  CHECK(guard.Opened(mallory));
+
+  // Through the authorizer: every call is counted before it is decided,
+  // refused ones too (a flood of calls to a method the caller may not
+  // call costs the node as much).
+  Mesh mesh;
+  Trust trust;
+  REQUIRE(trust.SetCa(Must(mesh.ca.certificate().ToPem())).ok());
+  Authorizer tcp(Authorizer::Endpoint::kTcp, &trust, &AccessRules::Builtin(),
+                 &clock);
+  tcp.set_flood_guard(&guard);
+  FakeAuthContext viewer(mesh.Issue(UserId("bob"), pki::Role::kViewer),
+                         "spiffe://prod/user/bob");
+  grpc::AuthMetadataProcessor::InputMetadata md;
+  md.emplace(":path", "/mycel.v1.Cells/Create");
+  grpc::AuthMetadataProcessor::OutputMetadata consumed, response;
+  for (int i = 0; i < 99; ++i) {
+    REQUIRE(tcp.Process(md, &viewer, &consumed, &response).error_code() ==
+            grpc::StatusCode::PERMISSION_DENIED);
+  }
+  grpc::Status cut = tcp.Process(md, &viewer, &consumed, &response);
+  CHECK(cut.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(cut.error_message().find("never reached this node") !=
+        std::string::npos);
+  CHECK(floods.size() == 2);
+  CHECK(FloodGuard::IdentityOf(&viewer) == "spiffe://prod/user/bob");
+  CHECK(FloodGuard::IdentityOf(nullptr).empty());
 }
 
 }  // namespace
