@@ -662,6 +662,7 @@ void Store::CommitLoop() {
     bool closed_holding = false;
     {
       absl::MutexLock q(&queue_mu_);
+      bool waited = false;  // writes waited for a hold
       for (;;) {
         queue_mu_.Await(absl::Condition(
             +[](Store* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -684,12 +685,15 @@ void Store::CommitLoop() {
                   },
                   &held),
               held.until);
+          waited = true;
           continue;
         }
-        log::Warn(
-            "state database: this node's writes were held for as long as "
-            "they may be; they go on",
-            {{"queued", static_cast<uint64_t>(queue_.size())}});
+        if (waited) {
+          log::Warn(
+              "state database: this node's writes were held for as long as "
+              "they may be; they go on",
+              {{"queued", static_cast<uint64_t>(queue_.size())}});
+        }
         hold_until_ = absl::InfinitePast();
         break;
       }

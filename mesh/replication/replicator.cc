@@ -118,6 +118,7 @@ void Replicator::AskOwnSequence(absl::Time now) {
   if (!holding_ || (own_answered_ && At(held_, options_.name) >= own_wanted_)) {
     return;
   }
+  next_ask_ = now + options_.min_digest_gap;
   int asked = 0;
   for (const std::string& peer : members_) {
     if (asked >= options_.fanout) break;
@@ -1014,7 +1015,7 @@ absl::Status Replicator::HandleCertificates(
 
 absl::Time Replicator::NextDeadline() const {
   absl::Time t = std::min(next_anti_entropy_, next_gc_);
-  if (holding_) t = std::min(t, hold_deadline_);
+  if (holding_) t = std::min({t, hold_deadline_, next_ask_});
   for (const auto& [id, s] : streams_) {
     t = std::min(t, s.last_progress + options_.stream_timeout);
   }

@@ -442,6 +442,8 @@ class Replicator {
   absl::Time hold_deadline_ = absl::InfinitePast();
   bool own_answered_ = false;
   int64_t own_wanted_ = 0;
+  // While held: when to ask again (AskOwnSequence).
+  absl::Time next_ask_ = absl::InfinitePast();
   std::map<std::string, store::VersionVector, std::less<>> peer_versions_;
   std::map<std::string, absl::Time, std::less<>> last_digest_to_;
   // Received changes ahead of a gap, by (origin, seq), with their sender;
