@@ -27,23 +27,33 @@ absl::Status QueryGate::Enter(absl::Duration wait,
         return g->running_ < g->max_running_;
       },
       this);
+  if (running_ >= max_running_ && waiting_ >= max_waiting_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "query: ", max_running_, " queries are running and ", waiting_,
+        " wait already, the most this node takes at once; try again later"));
+  }
+  ++waiting_;
+  absl::Status s;
   while (running_ >= max_running_) {
     if (cancelled()) {
-      return absl::CancelledError(
+      s = absl::CancelledError(
           "query: the caller went away while it waited for a place");
+      break;
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) {
-      return absl::ResourceExhaustedError(absl::StrCat(
+      s = absl::ResourceExhaustedError(absl::StrCat(
           "query: ", max_running_,
           " queries are running, the most this node runs at once, and none "
           "ended within this one's time limit (",
           absl::FormatDuration(wait), "); try again later"));
+      break;
     }
     mu_.AwaitWithDeadline(free, std::min(deadline, now + kCancelPoll));
   }
-  ++running_;
-  return absl::OkStatus();
+  --waiting_;
+  if (s.ok()) ++running_;
+  return s;
 }
 
 void QueryGate::Leave() {
@@ -54,6 +64,11 @@ void QueryGate::Leave() {
 int QueryGate::running() const {
   absl::MutexLock lock(&mu_);
   return running_;
+}
+
+int QueryGate::waiting() const {
+  absl::MutexLock lock(&mu_);
+  return waiting_;
 }
 
 grpc::Status QueryService::Run(grpc::ServerContext* ctx,

@@ -1,5 +1,6 @@
 // Query.Run's admission: at most QueryService::kMaxRunningQueries at once,
-// the rest wait up to their own time limit and are then refused.
+// at most kMaxWaitingQueries wait up to their own time limit and are then
+// refused; the rest are refused at once.
 #include "daemon/server/query_service.h"
 
 #include <doctest/doctest.h>
@@ -19,7 +20,7 @@ namespace mycel {
 namespace {
 
 TEST_CASE("the gate lets a waiter in when a place frees, refuses it after") {
-  QueryGate gate(2);
+  QueryGate gate(2, 100);
   auto never = [] { return false; };
   REQUIRE(gate.Enter(absl::ZeroDuration(), never).ok());
   REQUIRE(gate.Enter(absl::ZeroDuration(), never).ok());
@@ -47,6 +48,36 @@ TEST_CASE("the gate lets a waiter in when a place frees, refuses it after") {
   waiter.join();
   CHECK(entered);
   CHECK(gate.running() == 2);
+}
+
+TEST_CASE("the gate refuses at once when as many as it allows wait") {
+  // A waiting query holds its gRPC thread: the waiters are bounded, and a
+  // query past them is refused at once rather than held.
+  QueryGate gate(1, 1);
+  auto never = [] { return false; };
+  REQUIRE(gate.Enter(absl::ZeroDuration(), never).ok());
+  absl::Status waited;
+  std::thread waiter([&] { waited = gate.Enter(absl::Seconds(10), never); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (gate.waiting() < 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  REQUIRE(gate.waiting() == 1);
+  const absl::Time start = absl::Now();
+  absl::Status refused = gate.Enter(absl::Seconds(10), never);
+  CHECK(absl::Now() - start < absl::Seconds(1));
+  CHECK(absl::IsResourceExhausted(refused));
+  CHECK(refused.message() ==
+        "query: 1 queries are running and 1 wait already, the most this "
+        "node takes at once; try again later");
+  // The waiter still gets the place given back; nothing is left counted.
+  gate.Leave();
+  waiter.join();
+  CHECK(waited.ok());
+  CHECK(gate.running() == 1);
+  CHECK(gate.waiting() == 0);
+  gate.Leave();
+  CHECK(gate.running() == 0);
 }
 
 TEST_CASE("Query.Run runs at most four queries at once and says so") {
