@@ -338,7 +338,9 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
   if (objects_ != nullptr && mesh_ != nullptr && safe_mode.empty() &&
       tcp_serving_ && !mesh_->Status().mesh.empty() &&
       config_.tls_cert().empty() && !replication_.running()) {
-    objects_->HoldLocalWrites(absl::Seconds(6));
+    objects_->HoldLocalWrites(
+        replication::NodeReplication::Options{}.own_writes_hold +
+        absl::Seconds(1));
   }
   ASSIGN_OR_RETURN(server_, ApiServer::Start(&io_, std::move(endpoints)));
   SetMeshHealth(tcp_serving_);
@@ -439,10 +441,11 @@ void Daemon::OnCallFlood(const std::string& identity, int64_t unstarted) {
   }
   log::Error(
       "a TCP client opened calls that never reached this node (HTTP/2 "
-      "streams reset at once?): its certificate is refused for 5 minutes, "
+      "streams reset at once?): its certificate is refused for a while, "
       "and every TCP connection was shut down (the others reconnect)",
       {{"identity", identity.empty() ? "(no certificate)" : identity},
        {"calls", unstarted},
+       {"refused_for", absl::FormatDuration(flood_guard_->ban())},
        {"connections_closed", static_cast<uint64_t>(closed)}});
 }
 

@@ -188,11 +188,6 @@ absl::StatusOr<VersionVector> ReadVector(Transaction& tx, bool floors) {
   return v;
 }
 
-int64_t At(const VersionVector& v, absl::string_view origin) {
-  auto it = v.find(origin);
-  return it == v.end() ? 0 : it->second;
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> ObjectStore::OwnerOf(absl::string_view ns,
@@ -738,7 +733,7 @@ absl::StatusOr<size_t> ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
     for (const Object& o : chunk.rows) theirs[{o.ns, o.key}] = &o;
     for (const Object& o : ours) {
       if (theirs.contains({o.ns, o.key})) continue;
-      if (o.stamp.seq > At(chunk.versions, o.stamp.origin)) continue;
+      if (o.stamp.seq > SeqAt(chunk.versions, o.stamp.origin)) continue;
       if (o.stamp.hlc >= remove_before) {
         ++kept_young;
         continue;
@@ -827,12 +822,12 @@ absl::Status ObjectStore::FinishResync(const VersionVector& base,
       // a structured binding).
       const auto& origin = entry.first;
       const auto seq = entry.second;
-      if (seq <= At(held, origin)) continue;
-      if (At(proven, origin) != seq) {
+      if (seq <= SeqAt(held, origin)) continue;
+      if (SeqAt(proven, origin) != seq) {
         log::Warn("replication: a resync claims changes it cannot prove",
                   {{"origin", origin},
                    {"claimed", seq},
-                   {"held", At(held, origin)},
+                   {"held", SeqAt(held, origin)},
                    {"sender", sender}});
         continue;
       }
@@ -844,13 +839,13 @@ absl::Status ObjectStore::FinishResync(const VersionVector& base,
       // older copy) and peers hold: its next change goes past them.
       if (origin == this->origin()) {
         log::Warn("replication: a resync brought back changes of this node",
-                  {{"held", At(held, origin)}, {"now", seq}});
+                  {{"held", SeqAt(held, origin)}, {"now", seq}});
         tx.TakeBackOwnSequence(seq);
       }
     }
     // The proofs join the log: this node can prove its vector in turn.
     for (const ObjectChange* c : logged) {
-      if (At(held, c->stamp.origin) >= c->stamp.seq) continue;
+      if (SeqAt(held, c->stamp.origin) >= c->stamp.seq) continue;
       RETURN_IF_ERROR(AppendLog(tx, *c));
     }
     return absl::OkStatus();
@@ -866,7 +861,7 @@ absl::StatusOr<GcResult> ObjectStore::CollectGarbage(
         for (const auto& entry : held) {
           const auto& origin = entry.first;  // captured below
           const auto last = entry.second;
-          const int64_t seen = std::min(At(seen_by_all, origin), last);
+          const int64_t seen = std::min(SeqAt(seen_by_all, origin), last);
           RETURN_IF_ERROR(tx.Query(
               "SELECT count(*) FROM objects WHERE value IS NULL AND origin=? "
               "AND (seq<=? OR hlc<?)",
@@ -918,6 +913,11 @@ absl::StatusOr<GcResult> ObjectStore::CollectGarbage(
         return absl::OkStatus();
       }));
   return result;
+}
+
+int64_t SeqAt(const VersionVector& v, absl::string_view origin) {
+  auto it = v.find(origin);
+  return it == v.end() ? 0 : it->second;
 }
 
 }  // namespace mycel::store

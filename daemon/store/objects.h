@@ -48,6 +48,9 @@ namespace mycel::store {
 // Per origin, the highest sequence number held with none missing below.
 using VersionVector = std::map<std::string, int64_t, std::less<>>;
 
+// `origin`'s entry in `v`: 0 when it has none.
+int64_t SeqAt(const VersionVector& v, absl::string_view origin);
+
 // One change to an object, as logged and as sent to peers.
 struct ObjectChange {
   ChangeStamp stamp;

@@ -67,6 +67,8 @@ class FloodGuard {
 
   // Identities banned so far.
   uint64_t bans() ABSL_LOCKS_EXCLUDED(mu_);
+  // How long a ban lasts (Options::ban).
+  absl::Duration ban() const { return options_.ban; }
 
   // The interceptor that calls Started; one factory per server.
   std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>

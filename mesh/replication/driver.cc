@@ -212,21 +212,19 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
     if (until == absl::InfinitePast()) {
       if (options_.hold_own_writes)
         options_.hold_own_writes(absl::ZeroDuration());
-      if (st.own_changes_taken_back > 0 && st.own_hold_expired > 0) {
-        log::Error(
-            "replication: took back some of the changes of this node that "
-            "its database had lost (restored from an older copy?), but not "
-            "all in time; its writes go on, and may reuse the numbers of the "
-            "rest",
+      if (st.own_changes_taken_back > 0) {
+        const bool late = st.own_hold_expired > 0;
+        log::Write(
+            late ? log::Level::kError : log::Level::kWarn,
+            late ? "replication: took back some of the changes of this node "
+                   "that its database had lost (restored from an older "
+                   "copy?), but not all in time; its writes go on, and may "
+                   "reuse the numbers of the rest"
+                 : "replication: took back changes of this node that its "
+                   "database had lost and peers held (restored from an "
+                   "older copy?); its writes go on past them",
             {{"changes", st.own_changes_taken_back},
-             {"seq", At(r_->versions(), options_.replicator.name)}});
-      } else if (st.own_changes_taken_back > 0) {
-        log::Warn(
-            "replication: took back changes of this node that its database "
-            "had lost and peers held (restored from an older copy?); its "
-            "writes go on past them",
-            {{"changes", st.own_changes_taken_back},
-             {"seq", At(r_->versions(), options_.replicator.name)}});
+             {"seq", store::SeqAt(r_->versions(), options_.replicator.name)}});
       } else if (st.own_hold_expired > 0) {
         log::Info(
             "replication: this node's writes were held as long as they may "
@@ -254,11 +252,6 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
     hold_reported_ = absl::InfinitePast();
     if (options_.hold_own_writes)
       options_.hold_own_writes(absl::ZeroDuration());
-  }
-
-  static int64_t At(const store::VersionVector& v, absl::string_view origin) {
-    auto it = v.find(origin);
-    return it == v.end() ? 0 : it->second;
   }
 
   void SendLocked(Outbound out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -350,14 +343,11 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
     if (now - own_behind_logged_ < kOwnBehindLogInterval) return;
     own_behind_logged_ = now;
     const std::string& self = options_.replicator.name;
-    auto at = [&](const store::VersionVector& v) {
-      auto it = v.find(self);
-      return it == v.end() ? int64_t{0} : it->second;
-    };
     auto theirs = r_->peer_versions().find(peer);
-    const int64_t peer_holds =
-        theirs == r_->peer_versions().end() ? 0 : at(theirs->second);
-    const int64_t holds = at(r_->versions());
+    const int64_t peer_holds = theirs == r_->peer_versions().end()
+                                   ? 0
+                                   : store::SeqAt(theirs->second, self);
+    const int64_t holds = store::SeqAt(r_->versions(), self);
     if (r_->OwnWritesHeldUntil() != absl::InfinitePast()) {
       log::Warn(
           "replication: a peer holds more of this node's own changes than "

@@ -11,11 +11,6 @@
 namespace mycel::replication {
 namespace {
 
-int64_t At(const store::VersionVector& v, absl::string_view origin) {
-  auto it = v.find(origin);
-  return it == v.end() ? 0 : it->second;
-}
-
 void Keep(absl::Status* first, absl::Status s) {
   if (first->ok() && !s.ok()) *first = std::move(s);
 }
@@ -103,7 +98,7 @@ Replicator::Replicator(ReplicatorOptions options, ReplicaLog* log,
 
 void Replicator::UpdateHold(absl::Time now) {
   if (!holding_) return;
-  if (own_answered_ && At(held_, options_.name) >= own_wanted_) {
+  if (OwnCaughtUp()) {
     holding_ = false;
   } else if (now >= hold_deadline_) {
     holding_ = false;
@@ -115,7 +110,7 @@ void Replicator::AskOwnSequence(absl::Time now) {
   // Asked until a peer answers, and again (at most every min_digest_gap)
   // while what it said this node lacks has not all come: each digest makes
   // the peer stream what this node lacks.
-  if (!holding_ || (own_answered_ && At(held_, options_.name) >= own_wanted_)) {
+  if (!holding_ || OwnCaughtUp()) {
     return;
   }
   next_ask_ = now + options_.min_digest_gap;
@@ -129,7 +124,13 @@ void Replicator::AskOwnSequence(absl::Time now) {
 }
 
 absl::Status Replicator::ReloadVersions() {
-  ASSIGN_OR_RETURN(held_, log_->Versions());
+  ASSIGN_OR_RETURN(store::VersionVector held, log_->Versions());
+  TakeVersions(std::move(held));
+  return absl::OkStatus();
+}
+
+void Replicator::TakeVersions(store::VersionVector held) {
+  held_ = std::move(held);
   auto own = held_.find(options_.name);
   if (own != held_.end() && own->second > durable_) {
     if (durable_ == 0) {
@@ -138,7 +139,6 @@ absl::Status Replicator::ReloadVersions() {
       own->second = durable_;
     }
   }
-  return absl::OkStatus();
 }
 
 void Replicator::SetMembers(std::vector<std::string> live,
@@ -342,7 +342,7 @@ absl::Status Replicator::Receive(absl::string_view peer,
                                  store::ObjectChange change, absl::Time now,
                                  std::vector<store::ObjectChange>* fresh) {
   ++stats_.changes_received;
-  const int64_t held = At(held_, change.stamp.origin);
+  const int64_t held = store::SeqAt(held_, change.stamp.origin);
   if (change.stamp.seq <= held) {
     ++stats_.duplicates;
     return absl::OkStatus();
@@ -442,7 +442,7 @@ void Replicator::DrainPending(absl::string_view origin, absl::Time now,
                               std::vector<store::ObjectChange>* fresh) {
   const std::string o(origin);
   for (;;) {
-    const int64_t held = At(held_, o);
+    const int64_t held = store::SeqAt(held_, o);
     // Drop what is held already (it came another way).
     for (auto it = pending_.lower_bound({o, 0}); it != pending_.end() &&
                                                  it->first.first == o &&
@@ -498,8 +498,8 @@ absl::Status Replicator::HandleDigest(absl::string_view peer,
     ++stats_.malformed;
     return theirs.status();
   }
-  const int64_t own = At(*theirs, options_.name);
-  if (own > At(held_, options_.name)) ++stats_.own_sequence_behind;
+  const int64_t own = store::SeqAt(*theirs, options_.name);
+  if (own > store::SeqAt(held_, options_.name)) ++stats_.own_sequence_behind;
   if (holding_) {
     // The changes of this node that it holds come in its stream.
     own_answered_ = true;
@@ -588,7 +588,7 @@ void Replicator::StartStream(const std::string& peer,
   }
   std::set<std::string> lacking;
   for (const auto& [origin, seq] : held_) {
-    if (seq > At(theirs, origin)) lacking.insert(origin);
+    if (seq > store::SeqAt(theirs, origin)) lacking.insert(origin);
   }
   if (lacking.empty()) return;
   if (streams_.size() >= static_cast<size_t>(options_.max_streams)) return;
@@ -606,8 +606,9 @@ void Replicator::StartStream(const std::string& peer,
   for (const std::string& origin : lacking) {
     // Part of what it lacks is no longer in the log: only a snapshot
     // brings it up to date without resurrecting collected deletes.
-    if (At(theirs, origin) < At(*floors, origin)) s.snapshot = true;
-    s.cursors[origin] = At(theirs, origin);
+    if (store::SeqAt(theirs, origin) < store::SeqAt(*floors, origin))
+      s.snapshot = true;
+    s.cursors[origin] = store::SeqAt(theirs, origin);
   }
   if (s.snapshot) {
     s.cursors.clear();
@@ -687,7 +688,8 @@ Replicator::Fill Replicator::FillSnapshot(OutStream& s,
   // loss here could leave only on this node) nor sent: the chunk waits.
   // So does a first chunk whose vector (the receiver's base) covers such a
   // change.
-  if ((s.next_index == 0 && At(snap->versions, options_.name) > durable_) ||
+  if ((s.next_index == 0 &&
+       store::SeqAt(snap->versions, options_.name) > durable_) ||
       std::any_of(
           snap->rows.begin(), snap->rows.end(),
           [&](const store::Object& o) { return !Published(o.stamp); })) {
@@ -831,16 +833,15 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
     NoteUnknownOrigin(s);
     return s;
   }
+  ASSIGN_OR_RETURN(store::VersionVector now_held, log_->Versions());
   // Changes of this node the resync brought back (its database had lost
   // them; a peer holds them) may be shown like published ones.
-  if (const int64_t own = At(base, options_.name); own > durable_) {
-    absl::StatusOr<store::VersionVector> now_held = log_->Versions();
-    if (now_held.ok() && At(*now_held, options_.name) >= own) {
-      stats_.own_changes_taken_back += own - At(held_, options_.name);
-      durable_ = own;
-    }
+  if (const int64_t own = store::SeqAt(base, options_.name);
+      own > durable_ && store::SeqAt(now_held, options_.name) >= own) {
+    stats_.own_changes_taken_back += own - store::SeqAt(held_, options_.name);
+    durable_ = own;
   }
-  RETURN_IF_ERROR(ReloadVersions());
+  TakeVersions(std::move(now_held));
   UpdateHold(now);
   ++stats_.resyncs_completed;
   std::vector<store::ObjectChange> fresh;
@@ -1038,7 +1039,7 @@ store::VersionVector Replicator::SeenByAll() const {
       auto it = peer_versions_.find(m);
       if (it == peer_versions_.end()) return {};
       for (auto& [origin, seq] : seen) {
-        seq = std::min(seq, At(it->second, origin));
+        seq = std::min(seq, store::SeqAt(it->second, origin));
       }
     }
   }

@@ -390,6 +390,13 @@ class Replicator {
                   absl::Time now);
   PendingMap::iterator ErasePending(PendingMap::iterator it);
   absl::Status ReloadVersions();
+  // held_ = `held`, this node's own entry no further than durable_.
+  void TakeVersions(store::VersionVector held);
+  // A peer has said what it holds of this node's changes, and this node
+  // holds as much of its own as any peer said.
+  bool OwnCaughtUp() const {
+    return own_answered_ && store::SeqAt(held_, options_.name) >= own_wanted_;
+  }
 
   void SendDigest(const std::string& peer, bool reply, absl::Time now);
   // The periodic digest: the fingerprint of our vector only; `reply` asks
