@@ -386,6 +386,7 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
     std::weak_ptr<Core> weak = weak_from_this();
     options_.transport->Send(
         out.to, out.address, std::move(bytes), DeadlineFor(out.message),
+        AwaitsAnswer(out.message),
         [weak, address = out.address](absl::Status s, Transport::Reply reply) {
           if (std::shared_ptr<Core> self = weak.lock()) {
             self->OnStrand([address, s, reply = std::move(reply)](Core& c) {
@@ -398,6 +399,16 @@ class MembershipDriver::Core : public std::enable_shared_from_this<Core> {
             });
           }
         });
+  }
+
+  // Whether the receiver answers `m` directly, as it handles it: a ping
+  // with an ack, a push-pull request with its answer (IsDirectReplyLocked,
+  // at the other end). An indirect ping's ack comes later, as a message of
+  // its own.
+  static bool AwaitsAnswer(const Message& m) {
+    if (std::holds_alternative<Ping>(m.body)) return true;
+    const PushPull* pp = std::get_if<PushPull>(&m.body);
+    return pp != nullptr && !pp->reply && !pp->fill;
   }
 
   // A probe's messages (ping, ack, nack, indirect ping) are useless after

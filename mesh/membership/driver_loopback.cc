@@ -13,7 +13,7 @@ class LoopbackNetwork::Link final : public Transport {
 
   void Send(absl::string_view /*peer*/, absl::string_view address,
             std::string bytes, absl::Duration /*deadline*/,
-            SendDone done) override {
+            bool /*awaits_answer*/, SendDone done) override {
     net_->Route(name_, address_, address, std::move(bytes), std::move(done));
   }
 

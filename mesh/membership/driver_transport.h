@@ -47,9 +47,15 @@ class Transport {
   // within `deadline` (connecting included) fails with DEADLINE_EXCEEDED:
   // the probe timeout for a probe's messages, whose answer is useless
   // later, and Config::delivery_timeout for the rest.
+  //
+  // `awaits_answer`: the peer answers the message directly (an ack to a
+  // ping, the answer to a push-pull request), within `deadline` if at all.
+  // A transport may watch for answers only while one is awaited (the gRPC
+  // links do, to save a TLS record per probe), so an answered message sent
+  // without it may be delivered late.
   virtual void Send(absl::string_view peer, absl::string_view address,
                     std::string bytes, absl::Duration deadline,
-                    SendDone done) = 0;
+                    bool awaits_answer, SendDone done) = 0;
 };
 
 // Incoming messages reach the driver through MembershipDriver::Deliver

@@ -14,7 +14,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/random/random.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -68,12 +70,63 @@ void ResetBackoffIfFailed(grpc::Channel* channel) {
   }
 }
 
+// A dialed link's id, random so that the streams of a restarted node's new
+// link never pair with those of its old one at the server.
+uint64_t NewLinkId() {
+  thread_local absl::BitGen gen;
+  uint64_t id = 0;
+  while (id == 0) id = absl::Uniform<uint64_t>(gen);
+  return id;
+}
+
 }  // namespace
 
 class GossipLink;
 
 // Links kept with one peer: the one it dialed and the one this node did.
 constexpr size_t kMaxLinksPerPeer = 2;
+
+// The metadata that pairs a link's streams (proto: Gossip.Link).
+constexpr char kLinkIdKey[] = "mycel-link-id";
+constexpr char kLinkForKey[] = "mycel-link-for";
+constexpr char kLinkPairsKey[] = "mycel-link-pairs";
+
+// What one stream of a link is to this node.
+enum class Role {
+  // The link's only stream: both nodes write their messages and answers
+  // on it, and read it at all times.
+  kShared,
+  // Of a pair, the one this node writes its own messages on. The peer
+  // writes only answers on it, so it is read only while one is awaited.
+  kMine,
+  // Of a pair, the one the peer writes its messages on: read at all times,
+  // and this node's answers to them go back on it.
+  kTheirs,
+};
+
+absl::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kShared:
+      return "";
+    case Role::kMine:
+      return " mine";
+    case Role::kTheirs:
+      return " theirs";
+  }
+  return "";
+}
+
+// A frame's answer_to for the frame at `place` (from 1) of a stream.
+uint32_t AnswerTo(uint64_t place) {
+  return static_cast<uint32_t>(1 + (place - 1) % 127);
+}
+
+// What a frame is to the link: whether its sender awaits an answer, and
+// which frame it answers, if it is one.
+struct Mark {
+  bool awaits = false;
+  uint32_t answer_to = 0;
+};
 
 struct GrpcTransport::Hub {
   explicit Hub(const Options& o)
@@ -129,6 +182,10 @@ struct GrpcTransport::Hub {
   // lock, and until then another AddLocked (an accept on another thread)
   // must not count them as open, nor pick them again.
   absl::flat_hash_set<GossipLink*> evicting ABSL_GUARDED_BY(mu);
+  // The streams of pairs that sends do not use (a dialer's second stream,
+  // a server's first once paired): in `all`, not in by_name nor counted as
+  // links. Each ends with its companion.
+  absl::flat_hash_set<GossipLink*> secondary ABSL_GUARDED_BY(mu);
   // Links done, kept until Reap. A client link holds its channel, and the
   // last reference to a channel must not go on a gRPC callback thread: the
   // channel's destructor may then shut down and join gRPC's callback
@@ -146,6 +203,7 @@ struct GrpcTransport::Hub {
   std::atomic<int64_t> frames_received{0};
   std::atomic<int64_t> frames_expired{0};
   std::atomic<int64_t> unary_sends{0};
+  std::atomic<int64_t> links_paired{0};
 };
 
 // One Gossip.Link stream, either end. The reactor (ClientLink, ServerLink)
@@ -158,49 +216,62 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   // `ready`: the stream is established (a server's end); a client's is
   // once the server's headers arrive (Ready), and frames wait until then,
   // so that one past its deadline is dropped rather than sent late.
+  // `link_id` pairs the streams of one link (0: none); `role` is what this
+  // stream is to this node.
   GossipLink(std::shared_ptr<GrpcTransport::Hub> hub, std::string peer,
-             std::string address, bool ready)
+             std::string address, bool ready, uint64_t link_id, Role role)
       : hub_(std::move(hub)),
         address_(std::move(address)),
+        link_id_(link_id),
         created_(hub_->clock->Now()),
         peer_(std::move(peer)),
         ready_(ready),
-        last_used_(created_) {}
+        last_used_(created_),
+        role_(role) {}
   virtual ~GossipLink() = default;
   GossipLink(const GossipLink&) = delete;
   GossipLink& operator=(const GossipLink&) = delete;
 
   // Queues `bytes` for the peer; `done` (may be empty) gets the outcome
   // once. False, with `bytes` and `done` untouched, when the link is
-  // closing: the caller should use another.
-  bool Write(std::string& bytes, absl::Time deadline, Transport::SendDone& done)
-      ABSL_LOCKS_EXCLUDED(mu_) {
+  // closing: the caller should use another. A message that is not an
+  // answer, written to the stream of a pair that the peer writes on, goes
+  // on the other stream.
+  bool Write(std::string& bytes, absl::Time deadline, Transport::SendDone& done,
+             Mark mark = {}) ABSL_LOCKS_EXCLUDED(mu_) {
     Transport::SendDone refused;
-    const GossipFrame* start = nullptr;
+    Next next;
+    std::shared_ptr<GossipLink> forward;
     {
       absl::MutexLock lock(&mu_);
       if (ended_ || closing_) return false;
-      if (queue_.size() >= hub_->max_queued) {
+      if (role_ == Role::kTheirs && mark.answer_to == 0) {
+        forward = companion_.lock();
+        if (forward == nullptr) return false;
+      } else if (queue_.size() >= hub_->max_queued) {
         refused = std::move(done);
       } else {
         auto p = std::make_unique<Pending>();
         p->frame.set_message(std::move(bytes));
+        p->frame.set_answer_to(mark.answer_to);
+        p->awaits = mark.awaits;
         p->deadline = deadline;
         p->done = std::move(done);
         queue_.push_back(std::move(p));
         last_used_ = hub_->clock->Now();
         ArmLocked(deadline);
         if (!ready_) ArmLocked(created_ + hub_->stuck_timeout);
-        start = NextLocked();
+        next = NextLocked();
       }
     }
+    if (forward != nullptr) return forward->Write(bytes, deadline, done, mark);
     if (refused) {
       refused(absl::ResourceExhaustedError(
                   absl::StrCat("link to ", peer(), ": ", hub_->max_queued,
                                " frames already wait")),
               {});
     }
-    if (start != nullptr) DoStartWrite(start);
+    StartNext(next);
     return true;
   }
 
@@ -233,6 +304,11 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
       }
     }
     Fail(failed, why);
+    // The streams of a pair end together: a node whose peer writes on the
+    // one left would not be reading it.
+    if (std::shared_ptr<GossipLink> other = companion()) {
+      other->Close(why, graceful);
+    }
     if (!act) return;
     if (graceful) {
       DoHalfClose();
@@ -261,12 +337,48 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
     return closing_ || ended_;
   }
   const std::string& address() const { return address_; }
+  uint64_t link_id() const { return link_id_; }
+
+  std::shared_ptr<GossipLink> companion() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return companion_.lock();
+  }
+  // Makes this stream one of a pair, with `other`, as `role`.
+  void Pair(const std::shared_ptr<GossipLink>& other, Role role)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    companion_ = other;
+    role_ = role;
+  }
+  // A server's first stream, paired with `mine` (its second): takes the
+  // role kTheirs and hands `mine` what waits to be written here, except the
+  // answers, which the peer awaits on this stream.
+  void HandOver(const std::shared_ptr<GossipLink>& mine)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    std::deque<std::unique_ptr<Pending>> moved;
+    {
+      absl::MutexLock lock(&mu_);
+      companion_ = mine;
+      role_ = Role::kTheirs;
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if ((*it)->frame.answer_to() == 0) {
+          moved.push_back(std::move(*it));
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (!moved.empty()) mine->Adopt(std::move(moved));
+  }
 
   std::string Describe() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return absl::StrCat(
         peer_.empty() ? "?" : peer_, address_.empty() ? " accepted" : " dialed",
-        ready_ ? "" : " unready", reading_ ? " reading" : "",
+        RoleName(role_), ready_ ? "" : " unready", reading_ ? " reading" : "",
+        held_ ? " held" : "",
+        awaited_.empty() ? "" : absl::StrCat(" awaiting=", awaited_.size()),
         writing_ != nullptr ? " writing" : "", closing_ ? " closing" : "",
         ended_ ? " ended" : "", released_ ? " released" : "",
         in_reactor_ > 0 ? absl::StrCat(" in_reactor=", in_reactor_) : "",
@@ -286,7 +398,7 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   // OnWriteDone.
   void WriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
     Transport::SendDone done;
-    const GossipFrame* start = nullptr;
+    Next next;
     bool release = false;
     bool half_close = false;
     {
@@ -295,7 +407,7 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
       writing_.reset();
       if (ok) {
         hub_->frames_written.fetch_add(1);
-        start = NextLocked();
+        next = NextLocked();
       } else {
         ended_ = true;  // a write fails only when the stream is over
       }
@@ -319,7 +431,7 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
                                                     "frame was sent")),
            {});
     }
-    if (start != nullptr) DoStartWrite(start);
+    StartNext(next);
     if (release) DoRelease();
   }
 
@@ -340,13 +452,24 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   // read finds the window already restored by the answer's own write pass,
   // which carries the update. It also bounds what one peer has queued at
   // this node to one frame per link.
+  //
+  // On a stream of this node's (Role::kMine), an answer takes its frame off
+  // the awaited; a frame that is no answer says the peer still writes its
+  // messages here (a pair not yet set up at its end), so reads go on.
   AfterRead Received(GossipFrame* frame) ABSL_LOCKS_EXCLUDED(mu_) {
     std::string peer;
+    uint32_t answer_to = 0;
     {
       absl::MutexLock lock(&mu_);
       if (ended_ || closing_) return AfterRead::kReadsEnded;
       peer = peer_;
       last_used_ = hub_->clock->Now();
+      answer_to = AnswerTo(++read_);
+      const uint32_t answers = frame->answer_to();
+      stray_ = answers == 0;
+      auto it = std::find_if(awaited_.begin(), awaited_.end(),
+                             [&](const auto& a) { return a.first == answers; });
+      if (answers != 0 && it != awaited_.end()) awaited_.erase(it);
     }
     if (!Recheck()) return AfterRead::kReadsEnded;
     hub_->frames_received.fetch_add(1);
@@ -371,12 +494,13 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
     auto turn = std::make_shared<Turn>();
     hub_->inbound(
         std::move(peer), std::move(bytes),
-        [weak, hub, turn](std::string answer) {
+        [weak, hub, turn, answer_to](std::string answer) {
           if (turn->answered.exchange(true)) return;
           std::shared_ptr<GossipLink> link = weak.lock();
           if (link != nullptr && !answer.empty()) {
             Transport::SendDone none;
-            link->Write(answer, hub->clock->Now() + hub->reply_deadline, none);
+            link->Write(answer, hub->clock->Now() + hub->reply_deadline, none,
+                        Mark{.answer_to = answer_to});
           }
           if (turn->phase.exchange(Phase::kAnswered) == Phase::kReturned &&
               link != nullptr) {
@@ -389,26 +513,37 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   }
 
   // OnReadDone: true when the reactor should read again now. Otherwise
-  // the read side is over, or the frame's answer restarts it.
+  // the read side is over, the frame's answer restarts it, or (a stream of
+  // this node's) no answer is awaited, and the next frame that awaits one
+  // restarts it.
   bool ReadAgain(bool ok, GossipFrame* frame) ABSL_LOCKS_EXCLUDED(mu_) {
     {
       absl::MutexLock lock(&mu_);
       reading_ = false;
+      held_ = true;  // no read is started meanwhile (NextLocked)
     }
     const AfterRead next = ok ? Received(frame) : AfterRead::kReadsEnded;
+    if (next == AfterRead::kReadLater) return false;  // held until answered
+    {
+      absl::MutexLock lock(&mu_);
+      held_ = false;
+      if (next == AfterRead::kReadNow && !ended_ && WantReadLocked()) {
+        reading_ = true;
+        return true;
+      }
+    }
     if (next == AfterRead::kReadsEnded) ReadsEnded();
-    if (next != AfterRead::kReadNow) return false;
-    absl::MutexLock lock(&mu_);
-    reading_ = true;
-    return true;
+    return false;
   }
 
   // Starts the next read once a frame is answered, unless the link is
-  // over or closing by then.
+  // over or closing by then, or no answer is awaited on a stream of this
+  // node's.
   void ResumeReads() ABSL_LOCKS_EXCLUDED(mu_) {
     {
       absl::MutexLock lock(&mu_);
-      if (ended_ || released_) return;
+      held_ = false;
+      if (ended_ || released_ || reading_ || !WantReadLocked()) return;
       reading_ = true;
       ++in_reactor_;
     }
@@ -443,11 +578,12 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
       failed = TakeQueuedLocked();
     }
     const std::string who = peer();
-    Fail(failed,
-         absl::Status(
-             status.ok() ? absl::StatusCode::kUnavailable : status.code(),
-             absl::StrCat("link to ", who.empty() ? address_ : who,
-                          " ended: ", status.message())));
+    const absl::Status ended(
+        status.ok() ? absl::StatusCode::kUnavailable : status.code(),
+        absl::StrCat("link to ", who.empty() ? address_ : who,
+                     " ended: ", status.message()));
+    Fail(failed, ended);
+    if (std::shared_ptr<GossipLink> other = companion()) other->Close(ended);
     hub_->Finished(this);
   }
 
@@ -456,7 +592,6 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   // `cert_pem` is its certificate.
   void Ready(const std::string& name, std::string cert_pem)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    const GossipFrame* start = nullptr;
     bool named = false;
     {
       absl::MutexLock lock(&mu_);
@@ -478,13 +613,14 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
       }
     }
     if (!Recheck()) return;
+    Next next;
     {
       absl::MutexLock lock(&mu_);
       ready_ = true;
-      start = NextLocked();
+      next = NextLocked();
     }
     if (named) hub_->Name(this, name);
-    if (start != nullptr) DoStartWrite(start);
+    StartNext(next);
   }
 
   // Whether the peer still passes the trust (Options::trust); closes the
@@ -557,20 +693,99 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
  private:
   struct Pending {
     GossipFrame frame;
+    bool awaits = false;  // the peer answers it (on this stream)
     absl::Time deadline;
     Transport::SendDone done;  // empty once reported
   };
 
-  // The next frame to write, if none is being written.
-  const GossipFrame* NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // What to start after the lock: a write, and a read for its answer.
+  struct Next {
+    const GossipFrame* write = nullptr;
+    bool read = false;  // counted in in_reactor_ until started
+  };
+
+  // The next frame to write, if none is being written; and, when it awaits
+  // an answer on a stream not being read, the read for it. The write is
+  // started first: its pass carries the window update that the last
+  // answer left owed (gRPC sends it with any write on the stream), which
+  // the read, started first, would send alone.
+  Next NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Next next;
     if (writing_ != nullptr || queue_.empty() || ended_ || !ready_) {
-      return nullptr;
+      return next;
     }
     writing_ = std::move(queue_.front());
     queue_.pop_front();
     writing_since_ = hub_->clock->Now();
     ArmLocked(writing_since_ + hub_->stuck_timeout);
-    return &writing_->frame;
+    ++written_;
+    if (writing_->awaits) {
+      // Answers that never came (a peer that does not name them, or did not
+      // answer) are forgotten at their frames' deadlines.
+      PruneAwaitedLocked();
+      awaited_.emplace_back(AnswerTo(written_), writing_->deadline);
+      if (!reading_ && !held_ && !closing_ && !released_ && WantReadLocked()) {
+        reading_ = true;
+        ++in_reactor_;
+        next.read = true;
+      }
+    }
+    next.write = &writing_->frame;
+    return next;
+  }
+
+  void StartNext(const Next& next) ABSL_LOCKS_EXCLUDED(mu_) {
+    if (next.write != nullptr) DoStartWrite(next.write);
+    if (!next.read) return;
+    DoStartRead();
+    bool release = false;
+    {
+      absl::MutexLock lock(&mu_);
+      --in_reactor_;
+      release = ReleaseLocked();
+    }
+    if (release) DoRelease();
+  }
+
+  // Whether this stream is to be read now: always, but for a stream of
+  // this node's in a pair, which only while an answer is awaited on it (or
+  // the peer still writes other frames there). An answer that does not
+  // come frees its place at its frame's deadline.
+  bool WantReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (role_ != Role::kMine || stray_) return true;
+    PruneAwaitedLocked();
+    return !awaited_.empty();
+  }
+  void PruneAwaitedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Time now = hub_->clock->Now();
+    awaited_.erase(
+        std::remove_if(awaited_.begin(), awaited_.end(),
+                       [&](const auto& a) { return a.second <= now; }),
+        awaited_.end());
+  }
+
+  // HandOver: frames the first stream of a pair had waiting.
+  void Adopt(std::deque<std::unique_ptr<Pending>> frames)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<Transport::SendDone> failed;
+    Next next;
+    {
+      absl::MutexLock lock(&mu_);
+      if (ended_ || closing_) {
+        for (auto& p : frames) {
+          if (p->done) failed.push_back(std::move(p->done));
+        }
+      } else {
+        for (auto& p : frames) {
+          ArmLocked(p->deadline);
+          queue_.push_back(std::move(p));
+        }
+        next = NextLocked();
+      }
+    }
+    Fail(failed,
+         absl::UnavailableError(absl::StrCat("link to ", peer(), " closed")));
+    StartNext(next);
   }
 
   // The reactor may end once the stream is over or closing and no write is
@@ -664,6 +879,7 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   }
 
   const std::string address_;  // dialed; empty for an accepted link
+  const uint64_t link_id_;
   const absl::Time created_;
   mutable absl::Mutex mu_;
   std::string peer_ ABSL_GUARDED_BY(mu_);
@@ -688,7 +904,21 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
   // false between a frame and its answer (Received). The reactors start
   // the first read themselves (Bind, Start).
   bool reading_ ABSL_GUARDED_BY(mu_) = true;
+  // Between a frame and its answer (Received): the answer starts the next
+  // read, and nothing else may.
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
   bool half_close_pending_ ABSL_GUARDED_BY(mu_) = false;
+  Role role_ ABSL_GUARDED_BY(mu_);
+  // The other stream of the pair, if this is one.
+  std::weak_ptr<GossipLink> companion_ ABSL_GUARDED_BY(mu_);
+  // Frames written and read on this stream, for answer_to.
+  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t read_ ABSL_GUARDED_BY(mu_) = 0;
+  // The frames written here whose answers are awaited here: answer_to and
+  // the frame's deadline.
+  std::deque<std::pair<uint32_t, absl::Time>> awaited_ ABSL_GUARDED_BY(mu_);
+  // The last frame read here was no answer.
+  bool stray_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status close_status_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -699,14 +929,22 @@ class ClientLink final
     : public GossipLink,
       public grpc::ClientBidiReactor<GossipFrame, GossipFrame> {
  public:
+  // A link's first stream, or (`first` set) the second of the link whose
+  // first it is, which opens once the server said it pairs.
   ClientLink(std::shared_ptr<GrpcTransport::Hub> hub, std::string peer,
-             std::string address, std::shared_ptr<grpc::Channel> channel)
+             std::string address, std::shared_ptr<grpc::Channel> channel,
+             uint64_t link_id, std::weak_ptr<ClientLink> first = {})
       : GossipLink(std::move(hub), std::move(peer), std::move(address),
-                   /*ready=*/false),
-        stub_(mycel::v1::Gossip::NewStub(std::move(channel))) {
+                   /*ready=*/false, link_id,
+                   first.expired() ? Role::kShared : Role::kTheirs),
+        channel_(std::move(channel)),
+        stub_(mycel::v1::Gossip::NewStub(channel_)),
+        first_(std::move(first)) {
     // Waits for the connection rather than failing while the channel
     // reconnects; frames waiting too long fail by their deadlines.
     context_.set_wait_for_ready(true);
+    context_.AddMetadata(first_.expired() ? kLinkIdKey : kLinkForKey,
+                         absl::StrCat(absl::Hex(link_id)));
   }
 
   // Binds the reactor, so that writes may be started from now on. Then
@@ -720,9 +958,15 @@ class ClientLink final
 
   void OnReadInitialMetadataDone(bool ok) override {
     // Not ok: the stream failed, and OnReadDone says so.
-    if (ok)
-      Ready(ServerNodeName(context_),
-            PeerCertificate(context_.auth_context().get()));
+    if (!ok) return;
+    const std::string name = ServerNodeName(context_);
+    Ready(name, PeerCertificate(context_.auth_context().get()));
+    if (closing()) return;
+    if (!first_.expired()) {
+      PairedUp(name);
+    } else if (context_.GetServerInitialMetadata().count(kLinkPairsKey) > 0) {
+      OpenSecond();
+    }
   }
   void OnReadDone(bool ok) override {
     if (ReadAgain(ok, &in_)) StartRead(&in_);
@@ -743,9 +987,46 @@ class ClientLink final
   void DoHalfClose() override { StartWritesDone(); }
   void DoRelease() override { RemoveHold(); }
 
+  // The server paired its first stream with this one (its headers came):
+  // from now on it writes its messages here, and the first stream is read
+  // only for answers.
+  void PairedUp(const std::string& name) {
+    std::shared_ptr<ClientLink> first = first_.lock();
+    std::shared_ptr<GossipLink> self = shared_from_this();
+    if (first == nullptr || first->closing() || first->peer() != name) {
+      Close(absl::AbortedError("the link this stream pairs with is gone"));
+      return;
+    }
+    Pair(first, Role::kTheirs);
+    first->Pair(self, Role::kMine);
+    hub_->links_paired.fetch_add(1);
+    // Closed meanwhile, it did not see this companion: end this one too.
+    if (first->closing()) Close(absl::AbortedError("the link closed"));
+  }
+
+  // Opens the link's second stream, over the same connection.
+  void OpenSecond() {
+    auto second = std::make_shared<ClientLink>(
+        hub_, peer(), address(), channel_, link_id(),
+        std::static_pointer_cast<ClientLink>(shared_from_this()));
+    {
+      absl::MutexLock lock(&hub_->mu);
+      if (hub_->closed || !hub_->all.contains(this) ||
+          hub_->LeavingLocked(this)) {
+        return;
+      }
+      second->Bind();
+      hub_->all.emplace(second.get(), second);
+      hub_->secondary.insert(second.get());
+    }
+    second->Start();
+  }
+
+  const std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<mycel::v1::Gossip::Stub> stub_;
   grpc::ClientContext context_;
   GossipFrame in_;
+  const std::weak_ptr<ClientLink> first_;  // of a second stream
 };
 
 // The accepting end: Finish is its end.
@@ -754,8 +1035,10 @@ class ServerLink final
       public grpc::ServerBidiReactor<GossipFrame, GossipFrame> {
  public:
   ServerLink(std::shared_ptr<GrpcTransport::Hub> hub,
-             grpc::CallbackServerContext* context, std::string peer)
-      : GossipLink(std::move(hub), std::move(peer), "", /*ready=*/true),
+             grpc::CallbackServerContext* context, std::string peer,
+             uint64_t link_id, Role role)
+      : GossipLink(std::move(hub), std::move(peer), "", /*ready=*/true, link_id,
+                   role),
         context_(context) {}
 
   // The caller's certificate, accepted by the trust at `generation`.
@@ -827,16 +1110,21 @@ std::shared_ptr<GossipLink> GrpcTransport::Hub::AddLocked(
   } else {
     by_address[address] = link.get();
   }
-  if (all.size() <= max_links) return nullptr;
-  // Links on their way out do not count.
+  if (all.size() - secondary.size() <= max_links) return nullptr;
+  // Links on their way out do not count, nor the second streams of pairs
+  // (each ends with its link).
   size_t open = 0;
   std::shared_ptr<GossipLink> oldest;
   absl::Time when = absl::InfiniteFuture();
   for (const auto& [raw, l] : all) {
-    if (LeavingLocked(raw)) continue;
+    if (LeavingLocked(raw) || secondary.contains(raw)) continue;
     ++open;
     if (raw == link.get()) continue;
-    const absl::Time t = l->last_used();
+    // A pair was used when either of its streams was.
+    absl::Time t = l->last_used();
+    if (std::shared_ptr<GossipLink> other = l->companion()) {
+      t = std::max(t, other->last_used());
+    }
     if (t < when) {
       when = t;
       oldest = l;
@@ -871,6 +1159,7 @@ void GrpcTransport::Hub::Finished(GossipLink* link) {
   finished.push_back(std::move(it->second));
   all.erase(it);
   evicting.erase(link);
+  secondary.erase(link);
   for (auto n = by_name.begin(); n != by_name.end();) {
     std::vector<GossipLink*>& v = n->second;
     v.erase(std::remove(v.begin(), v.end(), link), v.end());
@@ -946,7 +1235,8 @@ GrpcTransport::Stats GrpcTransport::stats() const {
   Stats s;
   {
     absl::MutexLock lock(&hub_->mu);
-    s.links_open = static_cast<int64_t>(hub_->all.size());
+    s.links_open =
+        static_cast<int64_t>(hub_->all.size() - hub_->secondary.size());
   }
   s.links_dialed = hub_->links_dialed.load();
   s.links_accepted = hub_->links_accepted.load();
@@ -957,6 +1247,7 @@ GrpcTransport::Stats GrpcTransport::stats() const {
   s.frames_received = hub_->frames_received.load();
   s.frames_expired = hub_->frames_expired.load();
   s.unary_sends = hub_->unary_sends.load();
+  s.links_paired = hub_->links_paired.load();
   return s;
 }
 
@@ -971,11 +1262,36 @@ std::string GrpcTransport::DescribeLinks() const {
   return out;
 }
 
+namespace {
+
+// The link id in the client's metadata under `key`; 0 if none.
+uint64_t LinkIdFrom(const grpc::CallbackServerContext& context,
+                    absl::string_view key) {
+  auto it =
+      context.client_metadata().find(grpc::string_ref(key.data(), key.size()));
+  if (it == context.client_metadata().end()) return 0;
+  uint64_t id = 0;
+  if (!absl::SimpleHexAtoi(
+          absl::string_view(it->second.data(), it->second.size()), &id)) {
+    return 0;
+  }
+  return id;
+}
+
+}  // namespace
+
 grpc::ServerBidiReactor<GossipFrame, GossipFrame>* GrpcTransport::Accept(
     grpc::CallbackServerContext* context, std::string peer,
     uint64_t admitted_at) {
-  auto link = std::make_shared<ServerLink>(hub_, context, peer);
+  if (const uint64_t first = LinkIdFrom(*context, kLinkForKey); first != 0) {
+    return AcceptSecond(context, std::move(peer), admitted_at, first);
+  }
+  const uint64_t link_id = LinkIdFrom(*context, kLinkIdKey);
+  auto link =
+      std::make_shared<ServerLink>(hub_, context, peer, link_id, Role::kShared);
   link->Admitted(admitted_at);
+  // A dialer that names its link can pair it.
+  if (link_id != 0) context->AddInitialMetadata(kLinkPairsKey, "1");
   std::shared_ptr<GossipLink> evict;
   {
     absl::MutexLock lock(&hub_->mu);
@@ -997,9 +1313,51 @@ grpc::ServerBidiReactor<GossipFrame, GossipFrame>* GrpcTransport::Accept(
   return link.get();
 }
 
+grpc::ServerBidiReactor<GossipFrame, GossipFrame>* GrpcTransport::AcceptSecond(
+    grpc::CallbackServerContext* context, std::string peer,
+    uint64_t admitted_at, uint64_t link_id) {
+  auto second =
+      std::make_shared<ServerLink>(hub_, context, peer, link_id, Role::kMine);
+  second->Admitted(admitted_at);
+  std::shared_ptr<GossipLink> first;
+  {
+    absl::MutexLock lock(&hub_->mu);
+    if (hub_->closed) {
+      return Refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 "this node stopped gossiping"));
+    }
+    // The peer's own link of that id, open and not paired yet.
+    auto it = hub_->by_name.find(peer);
+    if (it != hub_->by_name.end()) {
+      for (GossipLink*& l : it->second) {
+        if (l->link_id() != link_id || !l->address().empty() ||
+            hub_->LeavingLocked(l) || l->companion() != nullptr) {
+          continue;
+        }
+        first = hub_->all.at(l);
+        l = second.get();  // sends to the peer go on the second from now
+        break;
+      }
+    }
+    if (first == nullptr) {
+      return Refuse(grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          absl::StrCat("no open link ", absl::Hex(link_id), " from ", peer,
+                       " to pair this stream with")));
+    }
+    second->Pair(first, Role::kMine);
+    second->Start();
+    hub_->all.emplace(second.get(), second);
+    hub_->secondary.insert(first.get());
+  }
+  first->HandOver(second);
+  hub_->links_paired.fetch_add(1);
+  return second.get();
+}
+
 void GrpcTransport::Send(absl::string_view peer, absl::string_view address,
                          std::string bytes, absl::Duration deadline,
-                         SendDone done) {
+                         bool awaits_answer, SendDone done) {
   hub_->Reap();
   const std::string name(peer);
   const std::string addr(address);
@@ -1026,8 +1384,8 @@ void GrpcTransport::Send(absl::string_view peer, absl::string_view address,
           what = kNoChannel;
         } else {
           ResetBackoffIfFailed(channel.get());
-          dialed = std::make_shared<ClientLink>(hub_, name, addr,
-                                                std::move(channel));
+          dialed = std::make_shared<ClientLink>(
+              hub_, name, addr, std::move(channel), NewLinkId());
           // Bound before anyone can find it and write to it.
           dialed->Bind();
           evict = hub_->AddLocked(dialed, name, addr);
@@ -1062,7 +1420,8 @@ void GrpcTransport::Send(absl::string_view peer, absl::string_view address,
     // A dialed link takes the frame before it starts: refused at its
     // handshake (a revoked server), it fails the frame with the reason,
     // rather than closing first and leaving this loop to dial again.
-    const bool written = link->Write(bytes, due, done);
+    const bool written =
+        link->Write(bytes, due, done, Mark{.awaits = awaits_answer});
     if (dialed != nullptr) dialed->Start();
     if (written) return;
   }

@@ -19,6 +19,15 @@
 // connection whose data goes unacknowledged (a partition) is torn down and
 // the next send dials afresh. A server that has no Link method (an older
 // myceld) gets one unary Exchange per message, as before links.
+//
+// A link is a pair of streams when both ends can pair (proto: Gossip.Link):
+// each node writes its own messages on one stream and answers on the
+// other's, and reads the stream its answers come on only while it awaits
+// one. gRPC 1.51 sends a stream's WINDOW_UPDATE in a TLS record of its own
+// whenever a read starts on a stream that took in data; on a single stream
+// read at all times, the prober sends one after every ack (48 bytes, about
+// a fifth of what a node sends at rest). Not read until the next probe, the
+// stream's update rides on that probe's ping instead.
 #ifndef MYCEL_MESH_MEMBERSHIP_GRPC_TRANSPORT_H_
 #define MYCEL_MESH_MEMBERSHIP_GRPC_TRANSPORT_H_
 
@@ -94,6 +103,7 @@ class GrpcTransport final : public Transport {
     int64_t frames_received = 0;
     int64_t frames_expired = 0;  // failed before they were written
     int64_t unary_sends = 0;     // to servers without Link
+    int64_t links_paired = 0;    // ever: links that became a pair of streams
   };
 
   explicit GrpcTransport(Options options);
@@ -102,13 +112,15 @@ class GrpcTransport final : public Transport {
   GrpcTransport& operator=(const GrpcTransport&) = delete;
 
   void Send(absl::string_view peer, absl::string_view address,
-            std::string bytes, absl::Duration deadline, SendDone done) override;
+            std::string bytes, absl::Duration deadline, bool awaits_answer,
+            SendDone done) override;
 
   // The server end of a Gossip.Link dialed by node `peer` (the name in its
   // client certificate, which Options::trust accepted at its generation
   // `admitted_at`): registers the link for sends to `peer` and hands what
-  // arrives on it to Options::inbound. gRPC owns the reactor until its
-  // OnDone.
+  // arrives on it to Options::inbound. A second stream for a link of the
+  // same peer ("mycel-link-for") pairs with it; one for no such link is
+  // refused (FAILED_PRECONDITION). gRPC owns the reactor until its OnDone.
   grpc::ServerBidiReactor<mycel::v1::GossipFrame, mycel::v1::GossipFrame>*
   Accept(grpc::CallbackServerContext* context, std::string peer,
          uint64_t admitted_at);
@@ -133,6 +145,10 @@ class GrpcTransport final : public Transport {
   struct Hub;  // the links and counters, shared with the links themselves
 
  private:
+  // Accept's second stream of link `link_id`.
+  grpc::ServerBidiReactor<mycel::v1::GossipFrame, mycel::v1::GossipFrame>*
+  AcceptSecond(grpc::CallbackServerContext* context, std::string peer,
+               uint64_t admitted_at, uint64_t link_id);
   void SendUnary(absl::string_view peer, absl::string_view address,
                  std::string bytes, absl::Duration deadline, SendDone done);
 

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -242,14 +243,16 @@ class TransportAs {
 
   membership::GrpcTransport& transport() { return transport_; }
 
-  // Sends `bytes` and waits for the outcome.
+  // Sends `bytes` and waits for the outcome. `awaits_answer`, as for a
+  // ping: the test may wait for its ack.
   absl::Status Send(absl::string_view peer, const std::string& address,
                     std::string bytes,
-                    absl::Duration deadline = absl::Seconds(2)) {
+                    absl::Duration deadline = absl::Seconds(2),
+                    bool awaits_answer = true) {
     absl::Notification done;
     absl::Status result;
     int calls = 0;
-    transport_.Send(peer, address, std::move(bytes), deadline,
+    transport_.Send(peer, address, std::move(bytes), deadline, awaits_answer,
                     [&](absl::Status s, membership::Transport::Reply) {
                       ++calls;
                       result = s;
@@ -629,14 +632,15 @@ class HoldingServer {
     absl::MutexLock lock(&mu_);
     return held_.size();
   }
-  // Lets every held frame go unanswered, which resumes its link's reads.
-  void Answer() {
+  // Answers every held frame with `answer` (by default, lets them go
+  // unanswered), which resumes its link's reads.
+  void Answer(const std::string& answer = "") {
     std::vector<std::function<void(std::string)>> held;
     {
       absl::MutexLock lock(&mu_);
       held.swap(held_);
     }
-    for (auto& reply : held) reply("");
+    for (auto& reply : held) reply(answer);
   }
   membership::GrpcTransport& transport() { return transport_; }
 
@@ -704,6 +708,74 @@ TEST_CASE("a link closed while a frame waits for its answer still ends") {
   }
   CHECK(WaitFor([&] { return n1.held() == 2; }, absl::Seconds(5)));
   for (size_t i = 1; i < links.size(); ++i) links[i]->ctx.TryCancel();
+}
+
+TEST_CASE("GrpcTransport: a late answer does not hold back the next one") {
+  testing::TempDir dir;
+  Pki pki(dir.path());
+  for (const char* n : {"n1", "n2"}) pki.Issue(n);
+  Loop loop;
+  HoldingServer n1(pki, "n1", &loop);
+  TransportAs n2(pki, "n2", &loop);
+  auto arrived = [&](const std::string& bytes) {
+    for (const auto& [from, b] : n2.arrived()) {
+      if (b == bytes) return true;
+    }
+    return false;
+  };
+  // n1 answers the frame it holds with `answer`, and takes the next.
+  auto answer = [&](const std::string& a) {
+    REQUIRE(WaitFor([&] { return n1.held() == 1; }, absl::Seconds(5)));
+    n1.Answer(a);
+  };
+  REQUIRE(n2.Send("n1", n1.address(), "p0").ok());
+  answer("a0");
+  REQUIRE(WaitFor([&] { return arrived("a0"); }, absl::Seconds(5)));
+  REQUIRE(WaitFor([&] { return n2.transport().stats().links_paired == 1; },
+                  absl::Seconds(5)));
+  // Answered, with nothing else awaited, n2 stops reading the stream its
+  // answers come on.
+  REQUIRE(n2.Send("n1", n1.address(), "p1").ok());
+  answer("a1");
+  REQUIRE(WaitFor([&] { return arrived("a1"); }, absl::Seconds(5)));
+  // Two frames whose answers come after their deadlines: the first answer
+  // is read (its read was started), the second waits unread.
+  REQUIRE(n2.Send("n1", n1.address(), "p2", absl::Milliseconds(300)).ok());
+  REQUIRE(n2.Send("n1", n1.address(), "p3", absl::Milliseconds(300)).ok());
+  absl::SleepFor(absl::Milliseconds(600));
+  answer("a2");
+  REQUIRE(WaitFor([&] { return arrived("a2"); }, absl::Seconds(5)));
+  answer("a3");
+  absl::SleepFor(absl::Milliseconds(300));
+  CHECK_FALSE(arrived("a3"));
+  // The next frame that awaits an answer reads the late one first, and
+  // reads on for its own: matched by answer_to, not counted.
+  REQUIRE(n2.Send("n1", n1.address(), "p4").ok());
+  CHECK(WaitFor([&] { return arrived("a3"); }, absl::Seconds(5)));
+  answer("a4");
+  CHECK(WaitFor([&] { return arrived("a4"); }, absl::Seconds(2)));
+  const membership::GrpcTransport::Stats st = n2.transport().stats();
+  CHECK(st.links_open == 1);
+  CHECK(st.links_dialed == 1);
+  CHECK(st.links_stuck == 0);
+}
+
+TEST_CASE_FIXTURE(Served, "a second stream for no open link is refused") {
+  // n2 names a link n1 does not have: nothing to pair with.
+  auto stub = StubAs(pki, "n2", n1.address());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  ctx.AddMetadata("mycel-link-for", "abc123");
+  auto stream = stub->Link(&ctx);
+  mycel::v1::GossipFrame in;
+  while (stream->Read(&in)) {
+  }
+  const grpc::Status st = stream->Finish();
+  CHECK_MESSAGE(st.error_code() == grpc::StatusCode::FAILED_PRECONDITION,
+                st.error_message());
+  CHECK_MESSAGE(absl::StrContains(st.error_message(), "no open link abc123"),
+                st.error_message());
+  CHECK(Must(n1.membership().TransportStats()).links_open == 0);
 }
 
 TEST_CASE("an answer in a response forged in another node's name is refused") {
@@ -814,7 +886,8 @@ TEST_CASE("GrpcTransport: a peer that accepts and never answers") {
 }
 
 // A TCP relay on 127.0.0.1 to `upstream`, for one connection, that counts
-// the bytes the upstream (the server) sends back.
+// the bytes and the TLS records each way: down (what the upstream, the
+// server, sends back) and up.
 class CountingRelay {
  public:
   explicit CountingRelay(int upstream_port) : upstream_port_(upstream_port) {
@@ -835,6 +908,9 @@ class CountingRelay {
   }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   int64_t down() const { return down_.load(); }
+  int64_t up() const { return up_.load(); }
+  int64_t records_down() const { return records_[1].load(); }
+  int64_t records_up() const { return records_[0].load(); }
 
  private:
   static sockaddr_in Loopback(int port) {
@@ -870,7 +946,8 @@ class CountingRelay {
         }
         const int to = i == 0 ? server : client;
         if (write(to, buf, static_cast<size_t>(n)) != n) stop_ = true;
-        if (i == 1) down_ += n;
+        (i == 1 ? down_ : up_) += n;
+        CountRecords(i, buf, static_cast<size_t>(n));
       }
     }
     if (client >= 0) close(client);
@@ -882,6 +959,33 @@ class CountingRelay {
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> down_{0};
+  std::atomic<int64_t> up_{0};
+  // TLS records (a 5-byte header: type, version, length) each way, and
+  // where the reading of each way stands: header bytes seen, body left.
+  std::atomic<int64_t> records_[2] = {0, 0};
+  struct Parse {
+    uint8_t header[5] = {};
+    size_t have = 0;
+    size_t body_left = 0;
+  } parse_[2];
+
+  void CountRecords(int way, const char* data, size_t n) {
+    Parse& p = parse_[way];
+    for (size_t i = 0; i < n;) {
+      if (p.body_left > 0) {
+        const size_t skip = std::min(p.body_left, n - i);
+        p.body_left -= skip;
+        i += skip;
+        continue;
+      }
+      p.header[p.have++] = static_cast<uint8_t>(data[i++]);
+      if (p.have == 5) {
+        p.body_left = (size_t{p.header[3]} << 8) | p.header[4];
+        p.have = 0;
+        records_[way].fetch_add(1);
+      }
+    }
+  }
   std::thread thread_;
 };
 
@@ -925,6 +1029,37 @@ TEST_CASE("GrpcTransport: an answer carries the link's window updates") {
   MESSAGE("n1 sent ", per_ping, " bytes per ping answered");
   CHECK(per_ping < 80);
   CHECK(per_ping > 55);
+}
+
+TEST_CASE("GrpcTransport: a prober's window updates ride on its next ping") {
+  Relayed r;
+  CountingRelay& relay = r.relay;
+  uint64_t seq = 1;
+  for (; seq <= 20; ++seq) r.Ping(seq);
+  // n1 paired the link's streams: n2 reads the one its acks come on only
+  // while it awaits one.
+  CHECK(r.n2.transport().stats().links_paired == 1);
+  CHECK(r.n2.transport().stats().links_open == 1);
+  const int64_t up = relay.up(), records = relay.records_up();
+  const int64_t records_down = relay.records_down();
+  constexpr int kPings = 40;
+  for (int i = 0; i < kPings; ++i) r.Ping(seq++);
+  const double per_ping =
+      static_cast<double>(relay.up() - up) / static_cast<double>(kPings);
+  const double records_per_ping =
+      static_cast<double>(relay.records_up() - records) / kPings;
+  MESSAGE("n2 sent ", per_ping, " bytes and ", records_per_ping,
+          " TLS records per ping; n1 ",
+          static_cast<double>(relay.records_down() - records_down) / kPings,
+          " records per ack");
+  // A ping is one TLS record with the updates for the ack before it (13
+  // bytes each, the stream's and the connection's): about 72 bytes. On a
+  // stream read at all times, the updates went alone after every ack: two
+  // records, about 94 bytes. (A few records more come from n1's own
+  // traffic to n2, which n2 takes in on the other stream.)
+  CHECK(records_per_ping < 1.25);
+  CHECK(per_ping < 85);
+  CHECK(relay.records_down() - records_down < kPings * 5 / 4);
 }
 
 TEST_CASE("a new link costs the server no TLS session tickets") {

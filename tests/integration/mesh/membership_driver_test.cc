@@ -155,7 +155,7 @@ TEST_CASE("five drivers on real timers converge and detect a crash") {
 class BlackHole final : public Transport {
  public:
   void Send(absl::string_view, absl::string_view, std::string bytes,
-            absl::Duration deadline, SendDone done) override {
+            absl::Duration deadline, bool, SendDone done) override {
     absl::StatusOr<Message> m =
         DecodeMessage(bytes, Config::Lan().max_message_bytes);
     absl::MutexLock lock(&mu_);
