@@ -10,6 +10,7 @@ namespace mycel::membership {
 namespace {
 
 using internal::BoolField;
+using internal::Fixed64Field;
 using internal::LenField;
 using internal::StringField;
 using internal::VarintField;
@@ -107,7 +108,8 @@ size_t BodySize(const Body& body) {
         n += MemberSummaryEncodedSize(m);
       }
       for (const std::string& w : p.want) n += LenField(6, w.size());
-      n += BoolField(7, p.fill);
+      n += BoolField(7, p.fill) + Fixed64Field(8, p.fingerprint) +
+           BoolField(9, p.mismatch);
       return LenField(kMPushPull, n);
     }
   };
@@ -217,6 +219,8 @@ void ToProto(const Message& m, v1::GossipMessage* out) {
       }
       for (const std::string& w : p.want) q->add_want(w);
       q->set_fill(p.fill);
+      q->set_fingerprint(p.fingerprint);
+      q->set_mismatch(p.mismatch);
     }
   };
   std::visit(Visitor{out}, m.body);
@@ -293,6 +297,8 @@ absl::StatusOr<Message> FromProto(const v1::GossipMessage& p) {
             s.record_incarnation() + s.incarnation_above_record()});
       }
       pp.want.assign(q.want().begin(), q.want().end());
+      pp.fingerprint = q.fingerprint();
+      pp.mismatch = q.mismatch();
       m.body = std::move(pp);
       break;
     }

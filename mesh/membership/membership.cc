@@ -641,10 +641,27 @@ void Membership::HandlePushPull(absl::string_view peer, const PushPull& pp,
     return;
   }
   ++stats_.push_pulls_received;
+  if (!pp.reply && pp.fingerprint != 0) {
+    // A request by fingerprint: it carries nothing to merge. The same view
+    // needs nothing back; a different one, the sender's summaries.
+    Message msg;
+    PushPull answer{pp.seq, false, /*reply=*/true};
+    answer.mismatch = pp.fingerprint != Fingerprint();
+    if (answer.mismatch) ++stats_.fingerprint_mismatches;
+    msg.body = std::move(answer);
+    outbox_.push_back(
+        Outbound{std::string(peer), AddressOf(peer), std::move(msg)});
+    return;
+  }
   MergeState(pp.members, now_us);
   std::vector<std::string> want;
   MergeSummaries(peer, pp.summaries, now_us, &want);
   if (pp.reply) {
+    if (pp.mismatch && !left_) {
+      // Our fingerprint found the views apart: sync in full with the same
+      // member now.
+      SendPushPull(std::string(peer), AddressOf(peer), next_seq_++, false);
+    }
     if (!pp.want.empty()) {
       // The records the answer asked for; it gets no reply.
       Message msg;
@@ -909,7 +926,8 @@ void Membership::PushPullWithRandomMember(int64_t now_us) {
   if (t.empty()) t = RandomMembers(1, kNoMember, /*alive_only=*/true, now_us);
   if (t.empty()) return;
   const std::string& name = members_[t[0]].record->name;
-  SendPushPull(name, AddressOf(name), next_seq_++, false);
+  SendPushPull(name, AddressOf(name), next_seq_++, false,
+               /*by_fingerprint=*/true);
 }
 
 bool Membership::Eligible(const std::string& key, int64_t now_us) const {
@@ -1201,17 +1219,51 @@ std::vector<MemberDigest> Membership::Records(
   return out;
 }
 
-void Membership::Summarize(PushPull* pp) const {
-  pp->summaries.reserve(members_.size());
+int64_t Membership::FreshUs() const {
   // A record that changed lately (a refutation, above all) goes whole: a
   // member that still suspects or holds dead the older one learns it from
   // this one message, not from a fill two messages later, which under loss
   // can come after its suspicion timed out. "Lately": as long as anyone
   // can still be suspecting on the old incarnation.
-  const int64_t fresh_us =
-      DurUs(config_.suspicion_max_timeout_mult *
-            SuspicionTimeout(config_.suspicion_mult, NumActive(),
-                             config_.probe_interval));
+  return DurUs(config_.suspicion_max_timeout_mult *
+               SuspicionTimeout(config_.suspicion_mult, NumActive(),
+                                config_.probe_interval));
+}
+
+namespace {
+
+// splitmix64's finalizer: a stable 64-bit mix (the fingerprint travels, so
+// it may not depend on the process, as absl::Hash does).
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+uint64_t Membership::Fingerprint() const {
+  // The XOR of one hash per member: independent of the order, so the
+  // sender's table and the receiver's compare however each keeps them.
+  uint64_t sum = 0;
+  for (const Member& m : members_) {
+    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a of the name
+    for (const char c : m.record->name) {
+      h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+    }
+    h = Mix(h ^ Mix(m.record->incarnation));
+    h = Mix(h ^ Mix(m.incarnation));
+    h = Mix(h ^ static_cast<uint64_t>(m.state));
+    sum ^= h;
+  }
+  // 0 means "no fingerprint" on the wire.
+  return sum == 0 ? 1 : sum;
+}
+
+void Membership::Summarize(PushPull* pp) const {
+  pp->summaries.reserve(members_.size());
+  const int64_t fresh_us = FreshUs();
   const size_t budget = config_.max_message_bytes - kPushPullOverhead;
   size_t used = 0;
   ForEachInSyncOrder([&](const Member& m) {
@@ -1233,13 +1285,27 @@ void Membership::Summarize(PushPull* pp) const {
 }
 
 void Membership::SendPushPull(std::string to, std::string address, uint64_t seq,
-                              bool join) {
+                              bool join, bool by_fingerprint) {
   Message msg;
   PushPull pp{seq, join};
+  // Between settled members the views mostly agree: a fingerprint instead
+  // of a summary per member, and summaries only when they differ (the
+  // reply says so). A record that changed lately must go whole, so then
+  // the request is made in full.
+  if (by_fingerprint && !join) {
+    const int64_t fresh_us = FreshUs();
+    by_fingerprint =
+        std::none_of(members_.begin(), members_.end(), [&](const Member& m) {
+          return now_us_ - m.record_since_us <= fresh_us;
+        });
+  }
   // A joiner knows few members and the receiver none of them: it sends
   // their records at once rather than a round trip later.
   if (join) {
     pp.members = Records(nullptr, nullptr);
+  } else if (by_fingerprint) {
+    pp.fingerprint = Fingerprint();
+    ++stats_.push_pulls_by_fingerprint;
   } else {
     Summarize(&pp);
   }

@@ -121,6 +121,8 @@ struct MembershipStats {
   uint64_t refutations = 0;
   uint64_t push_pulls_sent = 0;
   uint64_t push_pulls_received = 0;
+  uint64_t push_pulls_by_fingerprint = 0;  // sent so
+  uint64_t fingerprint_mismatches = 0;     // received so, views differing
   uint64_t reconnect_attempts = 0;
   uint64_t signing_failures = 0;
 };
@@ -185,6 +187,10 @@ class Membership {
   std::optional<MemberState> StateOf(absl::string_view name) const;
   // Seeds as given (for the driver to persist).
   std::vector<std::string> seeds() const;
+  // A fingerprint of this node's view, as a push-pull summarizes it: every
+  // member's name, record incarnation, state and incarnation, in any
+  // order. Two nodes that hold the same view compute the same value.
+  uint64_t Fingerprint() const;
 
   const std::string& name() const { return name_; }
   uint64_t incarnation() const { return members_[0].incarnation; }
@@ -375,9 +381,12 @@ class Membership {
   // A push-pull request's view of our members: summaries, and whole
   // records for those that changed lately.
   void Summarize(PushPull* pp) const;
-  // A push-pull request (a join carries full records).
+  // How long a changed record goes whole in push-pulls (Summarize).
+  int64_t FreshUs() const;
+  // A push-pull request (a join carries full records). `by_fingerprint`:
+  // a fingerprint instead of summaries when no record changed lately.
   void SendPushPull(std::string to, std::string address, uint64_t seq,
-                    bool join);
+                    bool join, bool by_fingerprint = false);
 
   const Config config_;
   const std::string name_;

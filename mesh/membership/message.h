@@ -131,6 +131,13 @@ struct PushPull {
   std::vector<MemberSummary> summaries;
   std::vector<std::string> want;
   bool fill = false;
+  // A periodic request between settled members: a fingerprint of the
+  // sender's view (Membership::Fingerprint) instead of summaries; the reply
+  // says whether the receiver's differs (`mismatch`), and then the sender
+  // syncs again by summaries. At rest the views agree, and a sync is a few
+  // bytes each way instead of a summary per member.
+  uint64_t fingerprint = 0;
+  bool mismatch = false;
 };
 
 // No body (monostate) is plain gossip.

@@ -40,6 +40,9 @@ inline size_t VarintField(int field, uint64_t v) {
 inline size_t BoolField(int field, bool b) {
   return b ? TagSize(field) + 1 : 0;
 }
+inline size_t Fixed64Field(int field, uint64_t v) {
+  return v == 0 ? 0 : TagSize(field) + 8;
+}
 
 }  // namespace mycel::membership::internal
 

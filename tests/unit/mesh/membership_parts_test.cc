@@ -324,6 +324,10 @@ Message RandomMessage(Prng* prng) {
         for (uint64_t i = pp.reply ? prng->Uniform(4) : 0; i > 0; --i) {
           pp.want.push_back(name());
         }
+        if (prng->Bernoulli(0.3)) {
+          pp.fingerprint = prng->Next() >> prng->Uniform(64);
+        }
+        pp.mismatch = pp.reply && prng->Bernoulli(0.3);
       }
       m.body = std::move(pp);
       break;
@@ -382,6 +386,7 @@ bool SameMessage(const Message& a, const Message& b) {
     const PushPull& q = std::get<PushPull>(b.body);
     if (p->seq != q.seq || p->join != q.join || p->reply != q.reply ||
         p->fill != q.fill || p->summaries != q.summaries || p->want != q.want ||
+        p->fingerprint != q.fingerprint || p->mismatch != q.mismatch ||
         p->members.size() != q.members.size()) {
       return false;
     }

@@ -897,7 +897,7 @@ std::unique_ptr<Membership> Rejoining(Fixture& f, const std::string& name,
   return *Membership::Create(o, f.now);
 }
 
-TEST_CASE("push-pull by digest: converged members send summaries, no records") {
+TEST_CASE("push-pull between settled members: a fingerprint, no summaries") {
   Fixture f;
   std::map<std::string, std::unique_ptr<Membership>> nodes;
   nodes["a"] = f.Node("a", {"b", "c"});
@@ -935,21 +935,81 @@ TEST_CASE("push-pull by digest: converged members send summaries, no records") {
   REQUIRE(requests.size() >= 1);
   for (const Message& r : requests) {
     const PushPull& pp = std::get<PushPull>(r.body);
+    // The three hold the same view, and a's request says so in 8 bytes:
+    // no summary (a few bytes a member) and no record (most of a kilobyte
+    // with its certificate and signature in the daemon).
     CHECK(pp.members.empty());
-    REQUIRE(pp.summaries.size() == 3);
-    CHECK(pp.summaries[0].name == "a");
-    CHECK(pp.summaries[0].record_incarnation == 100);
-    // A summary is a few bytes; a record with its certificate and
-    // signature is most of a kilobyte in the daemon (here, a fake
-    // signer's).
-    CHECK(EncodedSize(r) < 80);
+    CHECK(pp.summaries.empty());
+    CHECK(pp.fingerprint == nodes["a"]->Fingerprint());
+    CHECK(EncodedSize(r) < 24);
   }
+  CHECK(nodes["a"]->Fingerprint() == nodes["b"]->Fingerprint());
+  CHECK(nodes["a"]->Fingerprint() == nodes["c"]->Fingerprint());
   REQUIRE(replies.size() == requests.size());
   for (const Message& r : replies) {
     CHECK(std::get<PushPull>(r.body).members.empty());
     CHECK(std::get<PushPull>(r.body).want.empty());
+    CHECK_FALSE(std::get<PushPull>(r.body).mismatch);
   }
   CHECK(fills.empty());
+  CHECK(nodes["a"]->stats().push_pulls_by_fingerprint >= requests.size());
+  for (auto& [name, m] : nodes) CHECK(m->stats().fingerprint_mismatches == 0);
+}
+
+TEST_CASE("push-pull by fingerprint: views that differ sync by summaries") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b"});
+  std::unique_ptr<Membership> b = f.Node("b", {"a", "e"});
+  CHECK(a->Fingerprint() != b->Fingerprint());
+  // Once their own records are settled, a's periodic sync (b is its only
+  // member) is a fingerprint.
+  f.now += absl::Seconds(40);
+  Outbound req = TakePushPull(a.get(), f.now);
+  REQUIRE(req.to == "b");
+  const PushPull& pp = std::get<PushPull>(req.message.body);
+  CHECK(pp.summaries.empty());
+  CHECK(pp.members.empty());
+  CHECK(pp.fingerprint == a->Fingerprint());
+  // b holds e, which a does not: the fingerprints differ, and b says so.
+  REQUIRE(b->HandleMessage("a", req.message, f.now).ok());
+  std::vector<Outbound> out = b->TakeOutbox();
+  REQUIRE(out.size() == 1);
+  const PushPull& reply = std::get<PushPull>(out[0].message.body);
+  CHECK(reply.reply);
+  CHECK(reply.mismatch);
+  CHECK(reply.members.empty());
+  CHECK(b->stats().fingerprint_mismatches == 1);
+  // a syncs again at once, by summaries, and learns e from the answer.
+  REQUIRE(a->HandleMessage("b", out[0].message, f.now).ok());
+  out = a->TakeOutbox();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].to == "b");
+  const PushPull& full = std::get<PushPull>(out[0].message.body);
+  CHECK(full.fingerprint == 0);
+  CHECK(full.summaries.size() == 2);
+  REQUIRE(b->HandleMessage("a", out[0].message, f.now).ok());
+  out = b->TakeOutbox();
+  REQUIRE(out.size() == 1);
+  REQUIRE(std::get<PushPull>(out[0].message.body).members.size() == 1);
+  REQUIRE(a->HandleMessage("b", out[0].message, f.now).ok());
+  CHECK(a->StateOf("e") == MemberState::kAlive);
+  // The same view now, the same fingerprint: the next sync needs nothing.
+  CHECK(a->Fingerprint() == b->Fingerprint());
+  PushPull again{99};
+  again.fingerprint = a->Fingerprint();
+  REQUIRE(b->HandleMessage("a", From("a", again), f.now).ok());
+  out = b->TakeOutbox();
+  REQUIRE(out.size() == 1);
+  CHECK_FALSE(std::get<PushPull>(out[0].message.body).mismatch);
+  CHECK(b->stats().fingerprint_mismatches == 1);
+  // A member held suspect is another view: the fingerprint changes.
+  const uint64_t before = a->Fingerprint();
+  REQUIRE(
+      a->HandleMessage(
+           "b", From("b", std::monostate(), {Suspect{"e", 100, "b"}}), f.now)
+          .ok());
+  REQUIRE(a->StateOf("e") == MemberState::kSuspect);
+  CHECK(a->Fingerprint() != before);
 }
 
 TEST_CASE("a record that changed lately goes whole in a push-pull") {
