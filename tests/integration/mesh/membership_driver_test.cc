@@ -9,7 +9,9 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <variant>
@@ -155,7 +157,8 @@ TEST_CASE("five drivers on real timers converge and detect a crash") {
 class BlackHole final : public Transport {
  public:
   void Send(absl::string_view, absl::string_view, std::string bytes,
-            absl::Duration deadline, bool, SendDone done) override {
+            absl::Duration deadline, bool awaits_answer,
+            SendDone done) override {
     absl::StatusOr<Message> m =
         DecodeMessage(bytes, Config::Lan().max_message_bytes);
     absl::MutexLock lock(&mu_);
@@ -164,6 +167,20 @@ class BlackHole final : public Transport {
     const bool probe = std::holds_alternative<Ping>(m->body) ||
                        std::holds_alternative<IndirectPing>(m->body);
     (probe ? probe_deadlines_ : other_deadlines_).push_back(deadline);
+    // What the driver says awaits a direct answer, by kind of message.
+    const PushPull* pp = std::get_if<PushPull>(&m->body);
+    const std::string kind =
+        std::holds_alternative<Ping>(m->body)           ? "ping"
+        : std::holds_alternative<IndirectPing>(m->body) ? "indirect ping"
+        : pp != nullptr && !pp->reply && !pp->fill      ? "push-pull request"
+        : pp != nullptr                                 ? "push-pull other"
+                                                        : "other";
+    awaits_[kind].insert(awaits_answer);
+  }
+  // For each kind of message sent, the values of awaits_answer it had.
+  std::map<std::string, std::set<bool>> awaits() {
+    absl::MutexLock lock(&mu_);
+    return awaits_;
   }
   size_t pending() {
     absl::MutexLock lock(&mu_);
@@ -185,6 +202,7 @@ class BlackHole final : public Transport {
   std::vector<SendDone> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Duration> probe_deadlines_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Duration> other_deadlines_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::set<bool>> awaits_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_CASE("a transport that never completes sends never blocks the strand") {
@@ -269,6 +287,20 @@ TEST_CASE("a transport that never completes sends never blocks the strand") {
   }
   CHECK(driver.Stats().membership.probes_failed > 0);
   for (absl::Duration d : others) CHECK(d == c.delivery_timeout);
+  // Pings and push-pull requests are answered directly, so a transport
+  // may watch for answers only then; nothing else is marked so.
+  const std::map<std::string, std::set<bool>> awaits = hole.awaits();
+  REQUIRE(awaits.contains("ping"));
+  CHECK(awaits.at("ping") == std::set<bool>{true});
+  for (const auto& entry : awaits) {
+    const std::string& kind = entry.first;
+    CAPTURE(kind);
+    if (kind == "ping" || kind == "push-pull request") {
+      CHECK(entry.second == std::set<bool>{true});
+    } else {
+      CHECK(entry.second == std::set<bool>{false});
+    }
+  }
   driver.Stop();
 }
 
