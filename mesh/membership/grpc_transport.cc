@@ -1351,6 +1351,11 @@ grpc::ServerBidiReactor<GossipFrame, GossipFrame>* GrpcTransport::AcceptSecond(
     hub_->secondary.insert(first.get());
   }
   first->HandOver(second);
+  // Closed meanwhile, the first did not see this companion: end this one
+  // too (the reactor is gRPC's to finish once returned).
+  if (first->closing()) {
+    second->Close(absl::AbortedError("the link closed"));
+  }
   hub_->links_paired.fetch_add(1);
   return second.get();
 }

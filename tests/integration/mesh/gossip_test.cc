@@ -778,6 +778,62 @@ TEST_CASE_FIXTURE(Served, "a second stream for no open link is refused") {
   CHECK(Must(n1.membership().TransportStats()).links_open == 0);
 }
 
+TEST_CASE_FIXTURE(Served,
+                  "a second stream pairs only with its caller's link, once") {
+  // Opens a Link as `who` with `key: value` in its metadata; Refused()
+  // reads it to its end.
+  struct Stream {
+    Stream(Served& s, const std::string& who, const std::string& key,
+           const std::string& value)
+        : stub(StubAs(s.pki, who, s.n1.address())) {
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+      ctx.AddMetadata(key, value);
+      stream = stub->Link(&ctx);
+    }
+    grpc::Status Refused() {
+      mycel::v1::GossipFrame in;
+      while (stream->Read(&in)) {
+      }
+      return stream->Finish();
+    }
+    std::unique_ptr<mycel::v1::Gossip::Stub> stub;
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReaderWriter<mycel::v1::GossipFrame,
+                                             mycel::v1::GossipFrame>>
+        stream;
+  };
+  Stream first(*this, "n2", "mycel-link-id", "77");
+  first.stream->WaitForInitialMetadata();
+  // n1 says it pairs.
+  CHECK(first.ctx.GetServerInitialMetadata().count("mycel-link-pairs") == 1);
+  // Another node cannot pair with n2's link, whatever id it names.
+  Stream other(*this, "n3", "mycel-link-for", "77");
+  grpc::Status st = other.Refused();
+  CHECK_MESSAGE(st.error_code() == grpc::StatusCode::FAILED_PRECONDITION,
+                st.error_message());
+  // n2 can, once.
+  Stream second(*this, "n2", "mycel-link-for", "77");
+  second.stream->WaitForInitialMetadata();
+  REQUIRE(WaitFor(
+      [&] { return Must(n1.membership().TransportStats()).links_paired == 1; },
+      absl::Seconds(5)));
+  Stream third(*this, "n2", "mycel-link-for", "77");
+  st = third.Refused();
+  CHECK_MESSAGE(st.error_code() == grpc::StatusCode::FAILED_PRECONDITION,
+                st.error_message());
+  membership::GrpcTransport::Stats t = Must(n1.membership().TransportStats());
+  CHECK(t.links_open == 1);
+  CHECK(t.links_accepted == 1);
+  CHECK(t.links_paired == 1);
+  // Ending the first stream ends the pair at n1.
+  first.ctx.TryCancel();
+  CHECK(WaitFor([&] { return Must(n1.membership().DescribeLinks()).empty(); },
+                absl::Seconds(5)));
+  CHECK(Must(n1.membership().TransportStats()).links_open == 0);
+  second.ctx.TryCancel();
+}
+
 TEST_CASE("an answer in a response forged in another node's name is refused") {
   // A member (n1, with its own valid certificate) answers n2's join with a
   // push-pull answer that claims to come from n3, listing n3 alive: the
