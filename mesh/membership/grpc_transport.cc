@@ -315,13 +315,7 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
     } else {
       DoCancel();
     }
-    bool release = false;
-    {
-      absl::MutexLock lock(&mu_);
-      --in_reactor_;
-      release = ReleaseLocked();
-    }
-    if (release) DoRelease();
+    LeaveReactor();
   }
 
   std::string peer() const ABSL_LOCKS_EXCLUDED(mu_) {
@@ -548,13 +542,7 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
       ++in_reactor_;
     }
     DoStartRead();
-    bool release = false;
-    {
-      absl::MutexLock lock(&mu_);
-      --in_reactor_;
-      release = ReleaseLocked();
-    }
-    if (release) DoRelease();
+    LeaveReactor();
   }
 
   // The read side is over (the peer ended the stream, or it broke). What
@@ -738,6 +726,12 @@ class GossipLink : public std::enable_shared_from_this<GossipLink> {
     if (next.write != nullptr) DoStartWrite(next.write);
     if (!next.read) return;
     DoStartRead();
+    LeaveReactor();
+  }
+
+  // A reactor operation counted in in_reactor_ has returned: the reactor
+  // may end now.
+  void LeaveReactor() ABSL_LOCKS_EXCLUDED(mu_) {
     bool release = false;
     {
       absl::MutexLock lock(&mu_);
