@@ -288,10 +288,11 @@ TEST_CASE("a transport that never completes sends never blocks the strand") {
   CHECK(driver.Stats().membership.probes_failed > 0);
   for (absl::Duration d : others) CHECK(d == c.delivery_timeout);
   // Pings and push-pull requests are answered directly, so a transport
-  // may watch for answers only then; nothing else is marked so.
+  // may watch for answers only then; nothing else is marked so. (Which
+  // kinds reach this transport depends on what filled the cap of sends in
+  // flight first; each one that did is checked.)
   const std::map<std::string, std::set<bool>> awaits = hole.awaits();
-  REQUIRE(awaits.contains("ping"));
-  CHECK(awaits.at("ping") == std::set<bool>{true});
+  REQUIRE_FALSE(awaits.empty());
   for (const auto& entry : awaits) {
     const std::string& kind = entry.first;
     CAPTURE(kind);
