@@ -96,7 +96,7 @@ absl::Status OpenImpl(const std::string& path, const Store::Options& options,
   DbHandle db(raw);
   if (rc != SQLITE_OK) return SqliteError("open", db.get(), rc);
   // A database being created has one connection, which holds the file
-  // lock for good (and keeps the WAL index in memory). The store's own
+  // lock for good (and runs with no journal, below). The store's own
   // database shares it with the checkpointer's connection (Store::Open),
   // so it takes the lock per transaction and keeps the WAL index in the
   // shared-memory file beside it. The pragma only sets a flag.
@@ -114,7 +114,18 @@ absl::Status OpenImpl(const std::string& path, const Store::Options& options,
         "schema version ", version, " is newer than this myceld supports (",
         latest, "); run a newer myceld or restore an older database"));
   }
-  RETURN_IF_ERROR(Configure(db.get(), options.synchronous_full));
+  if (exclusive) {
+    // A database being made is a file no one reads until CreateDatabase
+    // has synced it and renamed it into place, and a failed one is
+    // removed: it needs neither a journal nor syncs of its own. The WAL
+    // that the store runs on is set when it is opened under its name.
+    sqlite3_extended_result_codes(db.get(), 1);
+    RETURN_IF_ERROR(Exec(db.get(),
+                         "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; "
+                         "PRAGMA foreign_keys=ON;"));
+  } else {
+    RETURN_IF_ERROR(Configure(db.get(), options.synchronous_full));
+  }
   if (options.integrity_check) RETURN_IF_ERROR(QuickCheck(db.get()));
   RETURN_IF_ERROR(Migrate(db.get(), version, migrations));
   *out_db = std::move(db);

@@ -237,6 +237,16 @@ TEST_CASE("a new database is private, whole, and never left half-made") {
   CHECK((st.st_mode & 07777) == 0600);
   CHECK(st.st_size > 0);
   CHECK(access((path + ".new").c_str(), F_OK) != 0);
+  // Built with no journal, it runs on a WAL from its first open: the
+  // header's write and read versions (bytes 18 and 19) are 2, WAL's.
+  {
+    absl::StatusOr<std::string> bytes = ReadFile(path);
+    REQUIRE(bytes.ok());
+    REQUIRE(bytes->size() >= 100);
+    CHECK(absl::StartsWith(*bytes, "SQLite format 3"));
+    CHECK((*bytes)[18] == 2);
+    CHECK((*bytes)[19] == 2);
+  }
   // An existing database and its WAL are tightened at open.
   REQUIRE(chmod(path.c_str(), 0644) == 0);
   {
