@@ -1,4 +1,7 @@
 #include <stdio.h>
+#include <string.h>
+
+#include <algorithm>
 
 #include "cli/cli.h"
 
@@ -8,8 +11,13 @@ namespace {
 void PrintGroupUsage(FILE* out, const Group& group) {
   fprintf(out, "usage: mycel %s COMMAND [ARGS]\n\n%s\n\ncommands:\n",
           group.name, group.summary);
+  // The summaries start in one column, one space past the longest name.
+  int width = 10;
   for (const Command& c : group.commands) {
-    fprintf(out, "  %-10s %s\n", c.name, c.summary);
+    width = std::max(width, static_cast<int>(strlen(c.name)));
+  }
+  for (const Command& c : group.commands) {
+    fprintf(out, "  %-*s %s\n", width, c.name, c.summary);
   }
   fprintf(out, "\nRun 'mycel %s COMMAND --help' for a command's options.\n",
           group.name);

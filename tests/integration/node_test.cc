@@ -191,6 +191,54 @@ TEST_CASE("usage errors exit 2 and every command has --help") {
   CHECK(d.err == "myceld: unknown flag --bogus (see --help)\n");
 }
 
+// The command lines under "commands:" of a help text: each one's name and
+// the column its summary starts at.
+std::vector<std::pair<std::string, size_t>> CommandColumns(
+    const std::string& help) {
+  std::vector<std::pair<std::string, size_t>> out;
+  size_t at = help.find("\ncommands:\n");
+  if (at == std::string::npos) return out;
+  at += strlen("\ncommands:\n");
+  while (at < help.size() && help.compare(at, 2, "  ") == 0) {
+    const size_t end = help.find('\n', at);
+    const std::string line = help.substr(at, end - at);
+    const size_t name_end = line.find(' ', 2);
+    const size_t summary = line.find_first_not_of(' ', name_end);
+    out.emplace_back(line.substr(2, name_end - 2), summary);
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return out;
+}
+
+TEST_CASE("every help lists its commands with the summaries in one column") {
+  auto mycel = testing::Binary("mycel");
+  auto top = testing::Run({mycel, "--help"});
+  REQUIRE(top.exit_code == 0);
+  std::vector<std::pair<std::string, size_t>> groups = CommandColumns(top.out);
+  REQUIRE(groups.size() >= 5);
+  std::vector<std::string> helps = {top.out};
+  for (const auto& group : groups) {
+    auto r = testing::Run({mycel, group.first, "--help"});
+    CHECK_MESSAGE(r.exit_code == 0, group.first);
+    helps.push_back(r.out);
+  }
+  int listed = 0;
+  for (const std::string& help : helps) {
+    std::vector<std::pair<std::string, size_t>> lines = CommandColumns(help);
+    for (const auto& line : lines) {
+      const std::string& name = line.first;
+      const size_t column = line.second;
+      ++listed;
+      // One space at least between a name and its summary, and the same
+      // column for every line of one help ("mycel mesh" has "revocations").
+      CHECK_MESSAGE(column > 2 + name.size(), name);
+      CHECK_MESSAGE(column == lines.front().second, help);
+    }
+  }
+  CHECK(listed > 20);
+}
+
 TEST_CASE("node shutdown stops the daemon gracefully") {
   TempDir dir;
   DaemonProcess d(dir.path());
