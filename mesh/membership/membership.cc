@@ -352,12 +352,17 @@ bool Membership::AheadOfRecord(const Member& m, uint64_t incarnation) {
   return incarnation > m.record->incarnation;
 }
 
-void Membership::HandleSuspect(const Suspect& s, int64_t now_us) {
+void Membership::HandleSuspect(const Suspect& s, int64_t now_us,
+                               absl::string_view relayer,
+                               std::vector<Update>* corrections) {
   std::optional<uint32_t> idx = IndexOf(s.name);
   if (!idx) return;
   Member& m = members_[*idx];
   if (s.incarnation < m.incarnation || AheadOfRecord(m, s.incarnation)) {
     ++stats_.stale_updates;
+    if (s.incarnation < m.record->incarnation) {
+      CorrectStaleAccusation(m, relayer, corrections);
+    }
     return;
   }
   if (auto it = suspicions_.find(s.name); it != suspicions_.end()) {
@@ -403,6 +408,57 @@ void Membership::HandleSuspect(const Suspect& s, int64_t now_us) {
       suspicions_.try_emplace(s.name, s.from, k, min, max, At(now_us));
   PushTimer(it->second.deadline(), TimerKind::kSuspicion, 0, s.name);
   Emit(MemberEventKind::kSuspected, m, now_us);
+}
+
+void Membership::CorrectStaleAccusation(const Member& m,
+                                        absl::string_view relayer,
+                                        std::vector<Update>* corrections) {
+  // Only a record that refutes the accusation: the member alive (or
+  // suspected at its record's incarnation, which still outbids the older
+  // suspicion), or ourselves while we are members.
+  const bool self = m.record->name == name_;
+  if (self ? left_ : !Active(m.state)) return;
+  if (corrections == nullptr || relayer.empty() || relayer == m.record->name ||
+      corrections->size() >= kMaxCorrectionsPerMessage) {
+    return;
+  }
+  if (corrections_.size() >= 4096) corrections_.clear();  // fed garbage
+  auto [it, fresh] = corrections_.try_emplace(
+      std::make_pair(std::string(relayer), m.record->name), now_us_);
+  if (!fresh && now_us_ - it->second <
+                    absl::ToInt64Microseconds(config_.probe_interval)) {
+    return;
+  }
+  it->second = now_us_;
+  ++stats_.stale_accusations_corrected;
+  corrections->emplace_back(m.record);
+}
+
+void Membership::SendCorrections(absl::string_view peer, size_t outbox_start,
+                                 std::vector<Update>& corrections) {
+  auto name_of = [](const Update& u) -> absl::string_view {
+    const AliveRef* r = std::get_if<AliveRef>(&u);
+    return r != nullptr ? absl::string_view((*r)->name) : absl::string_view();
+  };
+  for (size_t i = outbox_start; i < outbox_.size(); ++i) {
+    if (outbox_[i].to != peer) continue;
+    std::vector<Update>& updates = outbox_[i].message.updates;
+    // A record the answer already carries (a refutation made while
+    // handling the message, say) is not sent twice.
+    std::erase_if(corrections, [&](const Update& c) {
+      return std::any_of(updates.begin(), updates.end(), [&](const Update& u) {
+        return name_of(u) == name_of(c);
+      });
+    });
+    updates.insert(updates.begin(),
+                   std::make_move_iterator(corrections.begin()),
+                   std::make_move_iterator(corrections.end()));
+    return;
+  }
+  if (std::string address = AddressOf(peer); !address.empty()) {
+    Send(std::string(peer), std::move(address), std::monostate(),
+         std::move(corrections));
+  }
 }
 
 void Membership::HandleDead(const Dead& d, int64_t now_us) {
@@ -535,11 +591,13 @@ absl::Status Membership::HandleChecked(absl::string_view peer,
 
   // Updates first: a suspicion of us riding on a ping is refuted before the
   // ack is built, so the ack carries the refutation.
+  std::vector<Update> corrections;
+  const size_t outbox_start = outbox_.size();
   for (const Update& u : message.updates) {
     if (const AliveRef* a = std::get_if<AliveRef>(&u)) {
       HandleAlive(*a, now_us);
     } else if (const Suspect* s = std::get_if<Suspect>(&u)) {
-      HandleSuspect(*s, now_us);
+      HandleSuspect(*s, now_us, peer, &corrections);
     } else {
       HandleDead(std::get<Dead>(u), now_us);
     }
@@ -556,6 +614,10 @@ absl::Status Membership::HandleChecked(absl::string_view peer,
   } else if (const PushPull* pp = std::get_if<PushPull>(&message.body)) {
     HandlePushPull(peer, *pp, now_us);
   }
+  // The records that refute what the peer still spreads go to the peer
+  // alone (the one sender the transport vouches for): on our answer to
+  // this message if there is one, else in a message of their own.
+  if (!corrections.empty()) SendCorrections(peer, outbox_start, corrections);
   // After the message, which may have introduced the peer.
   if (std::optional<uint32_t> idx = IndexOf(peer); idx && *idx != 0) {
     members_[*idx].last_heard_us = now_us;

@@ -112,6 +112,7 @@ struct MembershipStats {
   uint64_t alive_rejected_signature = 0;
   uint64_t alive_rejected_name = 0;
   uint64_t stale_updates = 0;
+  uint64_t stale_accusations_corrected = 0;  // records sent back (below)
   uint64_t misdirected_pings = 0;
   uint64_t probes = 0;
   uint64_t probes_indirect = 0;
@@ -314,8 +315,28 @@ class Membership {
   // Such a notice is dropped (counted as stale); the record it would need
   // arrives by gossip, and the accusation again after it.
   static bool AheadOfRecord(const Member& m, uint64_t incarnation);
-  void HandleSuspect(const Suspect& s, int64_t now_us);
+  // `relayer`: the peer whose message carried the notice, if any, and
+  // `corrections` the records to send it back (CorrectStaleAccusation).
+  void HandleSuspect(const Suspect& s, int64_t now_us,
+                     absl::string_view relayer = {},
+                     std::vector<Update>* corrections = nullptr);
   void HandleDead(const Dead& d, int64_t now_us);
+  // A suspicion of an incarnation older than the member's record we hold
+  // came from `relayer`: a peer that still spreads it missed the
+  // refutation, and it (and the accuser, if it is the accuser) would
+  // declare a live member dead when the suspicion times out. Adds the
+  // record to `corrections`, which go back to that peer alone: at most
+  // kMaxCorrectionsPerMessage a message, and each member's at most once a
+  // probe interval per peer.
+  void CorrectStaleAccusation(const Member& m, absl::string_view relayer,
+                              std::vector<Update>* corrections);
+  static constexpr size_t kMaxCorrectionsPerMessage = 8;
+  // Sends `corrections` to `peer`: ahead of the updates of the first
+  // message to it queued since `outbox_start` (an answer), leaving out the
+  // records that message already carries, or else in a message of their
+  // own.
+  void SendCorrections(absl::string_view peer, size_t outbox_start,
+                       std::vector<Update>& corrections);
   void MergeState(const std::vector<MemberDigest>& members, int64_t now_us);
   // Replaces a member's record, noting when.
   void SetRecord(Member& m, AliveRef record);
@@ -420,6 +441,10 @@ class Membership {
   uint64_t timer_order_ = 0;
 
   absl::flat_hash_map<std::string, Backoff> backoff_;
+  // (peer, member) -> when we last sent the peer that member's record to
+  // correct a stale suspicion (CorrectStaleAccusation).
+  absl::flat_hash_map<std::pair<std::string, std::string>, int64_t>
+      corrections_;
   std::vector<SeedState> seeds_;
   // Seq of a push-pull sent to a seed -> the seed's address.
   absl::flat_hash_map<uint64_t, std::string> seed_requests_;

@@ -638,6 +638,95 @@ TEST_CASE("a suspicion of a member we hold dead gets the death back") {
   CHECK(dead_sent());
 }
 
+TEST_CASE("a stale suspicion gets the refuting record back, to its sender") {
+  Fixture f;
+  std::vector<std::string> peers = {"b", "c", "d"};
+  for (int i = 0; i < 10; ++i) peers.push_back(absl::StrCat("m", i));
+  std::unique_ptr<Membership> a = f.Node("a", peers);
+  // a holds d (and m0..m9) refuted: alive at 101, where the others still
+  // know 100.
+  std::vector<Update> refuted = {f.Record("d", 101)};
+  for (int i = 0; i < 10; ++i) {
+    refuted.push_back(f.Record(absl::StrCat("m", i), 101));
+  }
+  REQUIRE(
+      a->HandleMessage("c", From("c", std::monostate(), refuted), f.now).ok());
+  REQUIRE(a->Find("d")->incarnation == 101);
+  // Let those records' own retransmits run out, so that whatever a sends
+  // below is the answer alone.
+  for (int i = 0; i < 200 && a->queued_updates() > 0; ++i) {
+    (void)a->HandleMessage("b", From("b", Ping{uint64_t(i + 1), "a"}), f.now);
+    (void)a->TakeOutbox();
+  }
+  REQUIRE(a->queued_updates() == 0);
+  // What a sends for one message of b's: (peer, names of the records).
+  auto answer = [&](const std::vector<Update>& updates) {
+    REQUIRE(a->HandleMessage("b", From("b", std::monostate(), updates), f.now)
+                .ok());
+    std::vector<std::pair<std::string, std::vector<std::string>>> out;
+    for (const Outbound& o : a->TakeOutbox()) {
+      std::vector<std::string> names;
+      for (const Update& u : o.message.updates) {
+        const AliveRef* r = std::get_if<AliveRef>(&u);
+        REQUIRE(r != nullptr);
+        // The record a holds: newer than the suspicion, which it refutes.
+        CHECK((*r)->incarnation == a->Find((*r)->name)->record->incarnation);
+        names.push_back((*r)->name);
+      }
+      out.emplace_back(o.to, names);
+    }
+    return out;
+  };
+  using Sent = std::vector<std::pair<std::string, std::vector<std::string>>>;
+  // b relays c's suspicion of d at 100: both missed the refutation, and
+  // each would declare d dead when its suspicion ran out. b, whom the
+  // transport vouches for, gets d's record; c, named only in the notice,
+  // gets nothing from a.
+  CHECK(answer({Suspect{"d", 100, "c"}}) == Sent{{"b", {"d"}}});
+  CHECK(a->StateOf("d") == MemberState::kAlive);
+  CHECK(a->stats().stale_accusations_corrected == 1);
+  // The same again within a probe interval: no second copy.
+  CHECK(answer({Suspect{"d", 100, "c"}}).empty());
+  f.now += a->config().probe_interval;
+  CHECK(answer({Suspect{"d", 100, "b"}}) == Sent{{"b", {"d"}}});
+  // Many stale suspicions in one message: one answer of at most 8 records.
+  std::vector<Update> many;
+  for (int i = 0; i < 10; ++i) {
+    many.push_back(Suspect{absl::StrCat("m", i), 100, "b"});
+  }
+  const Sent batch = answer(many);
+  REQUIRE(batch.size() == 1);
+  CHECK(batch[0].first == "b");
+  CHECK(batch[0].second.size() == 8);
+  // A stale suspicion of a itself: its own record, and no refutation (its
+  // incarnation already outbids the suspicion).
+  const uint64_t inc = a->incarnation();
+  f.now += a->config().probe_interval;
+  CHECK(answer({Suspect{"a", inc - 1, "c"}}) == Sent{{"b", {"a"}}});
+  CHECK(a->incarnation() == inc);
+  CHECK(a->stats().refutations == 0);
+  // Riding on a ping, the record goes on the ack: one message.
+  f.now += a->config().probe_interval;
+  REQUIRE(a->HandleMessage(
+               "b", From("b", Ping{77, "a"}, {Suspect{"d", 100, "c"}}), f.now)
+              .ok());
+  std::vector<Outbound> acked = a->TakeOutbox();
+  REQUIRE(acked.size() == 1);
+  CHECK(std::holds_alternative<Ack>(acked[0].message.body));
+  REQUIRE_FALSE(acked[0].message.updates.empty());
+  const AliveRef* first = std::get_if<AliveRef>(&acked[0].message.updates[0]);
+  REQUIRE(first != nullptr);
+  CHECK((*first)->name == "d");
+  CHECK((*first)->incarnation == 101);
+  // A suspicion that is not stale is no occasion: a suspects d at 101 now.
+  f.now += a->config().probe_interval;
+  const uint64_t corrected = a->stats().stale_accusations_corrected;
+  (void)a->HandleMessage(
+      "b", From("b", std::monostate(), {Suspect{"d", 101, "b"}}), f.now);
+  CHECK(a->StateOf("d") == MemberState::kSuspect);
+  CHECK(a->stats().stale_accusations_corrected == corrected);
+}
+
 TEST_CASE(
     "a member repeating a suspicion of a member held dead re-arms one death, "
     "not one per suspicion") {
