@@ -435,7 +435,7 @@ void Membership::CorrectStaleAccusation(const Member& m,
 }
 
 void Membership::SendCorrections(absl::string_view peer, size_t outbox_start,
-                                 std::vector<Update>& corrections) {
+                                 std::vector<Update> corrections) {
   auto name_of = [](const Update& u) -> absl::string_view {
     const AliveRef* r = std::get_if<AliveRef>(&u);
     return r != nullptr ? absl::string_view((*r)->name) : absl::string_view();
@@ -617,7 +617,9 @@ absl::Status Membership::HandleChecked(absl::string_view peer,
   // The records that refute what the peer still spreads go to the peer
   // alone (the one sender the transport vouches for): on our answer to
   // this message if there is one, else in a message of their own.
-  if (!corrections.empty()) SendCorrections(peer, outbox_start, corrections);
+  if (!corrections.empty()) {
+    SendCorrections(peer, outbox_start, std::move(corrections));
+  }
   // After the message, which may have introduced the peer.
   if (std::optional<uint32_t> idx = IndexOf(peer); idx && *idx != 0) {
     members_[*idx].last_heard_us = now_us;

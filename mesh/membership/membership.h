@@ -336,7 +336,7 @@ class Membership {
   // records that message already carries, or else in a message of their
   // own.
   void SendCorrections(absl::string_view peer, size_t outbox_start,
-                       std::vector<Update>& corrections);
+                       std::vector<Update> corrections);
   void MergeState(const std::vector<MemberDigest>& members, int64_t now_us);
   // Replaces a member's record, noting when.
   void SetRecord(Member& m, AliveRef record);
