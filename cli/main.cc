@@ -30,7 +30,8 @@ void PrintUsage(FILE* out) {
   }
   fprintf(out,
           R"(
-global options (before or after the command):
+global options (before or after the command; after it, a flag of the
+command's own of the same name is the command's):
   --socket PATH        myceld's unix socket (default %s,
                        or $MYCEL_SOCKET)
   --node HOST:PORT     talk to a remote node over TCP with mutual TLS, with
@@ -48,8 +49,44 @@ Run 'mycel COMMAND --help' for its options.
           DefaultSocket().c_str());
 }
 
+// The command that `words` (the group, then the command's name) name, or
+// null while they name none yet.
+const Command* FindCommand(const std::vector<std::string>& words) {
+  if (words.empty()) return nullptr;
+  for (const Group* g : kGroups) {
+    if (words[0] != g->name) continue;
+    if (g->commands.size() == 1 && g->commands[0].name[0] == '\0') {
+      return &g->commands[0];
+    }
+    if (words.size() < 2) return nullptr;
+    for (const Command& c : g->commands) {
+      if (words[1] == c.name) return &c;
+    }
+  }
+  return nullptr;
+}
+
+// Whether `c`'s synopsis names the flag `name` (as in "[--node|--user]"):
+// after the command's name, the flag is the command's, not the global one
+// (`mycel mesh revoke b --node` revokes the node b).
+bool OwnsFlag(const Command* c, const std::string& name) {
+  if (c == nullptr) return false;
+  const std::string args = c->args;
+  for (size_t at = args.find(name); at != std::string::npos;
+       at = args.find(name, at + 1)) {
+    const size_t end = at + name.size();
+    const bool starts = at == 0 || args[at - 1] == ' ' || args[at - 1] == '[' ||
+                        args[at - 1] == '|';
+    const bool ends = end == args.size() || args[end] == ' ' ||
+                      args[end] == ']' || args[end] == '|';
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
 // Pulls the global options out of `args` (anywhere before "--") and leaves
-// the rest in order. Returns false after printing an error.
+// the rest in order; a flag the command itself names is left to it.
+// Returns false after printing an error.
 bool ParseGlobals(std::vector<std::string>& args, GlobalOptions* opts) {
   bool socket_given = false;
   if (const char* env = getenv("MYCEL_SOCKET"); env != nullptr && *env) {
@@ -57,6 +94,8 @@ bool ParseGlobals(std::vector<std::string>& args, GlobalOptions* opts) {
     socket_given = true;
   }
   std::vector<std::string> rest;
+  std::vector<std::string> words;  // the group and command names seen
+  const Command* command = nullptr;
   bool passthrough = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string a = args[i];
@@ -80,8 +119,13 @@ bool ParseGlobals(std::vector<std::string>& args, GlobalOptions* opts) {
     if (name == "--tls-key") target = &opts->tls_key;
     bool is_output = name == "-o" || name == "--output";
     bool is_timeout = name == "--timeout";
-    if (target == nullptr && !is_output && !is_timeout) {
+    if ((target == nullptr && !is_output && !is_timeout) ||
+        OwnsFlag(command, name)) {
       rest.push_back(a);
+      if (command == nullptr && a.rfind("-", 0) != 0 && words.size() < 2) {
+        words.push_back(a);
+        command = FindCommand(words);
+      }
       continue;
     }
     if (!has_value) {

@@ -507,7 +507,8 @@ constexpr Command kCommands[] = {
 
 }  // namespace
 
-const Group kMeshGroup = {"mesh", "Mesh identity: CA, tokens, users.",
-                          kCommands};
+const Group kMeshGroup = {
+    "mesh", "the mesh: CA, joins, members, tokens, users, revocations",
+    kCommands};
 
 }  // namespace mycel::cli

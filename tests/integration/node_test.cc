@@ -239,6 +239,37 @@ TEST_CASE("every help lists its commands with the summaries in one column") {
   CHECK(listed > 20);
 }
 
+// `--node` is a global option (a remote node's address) and a flag of
+// `mesh revoke` (revoke a node, not a user): after the command's name it
+// is the command's.
+TEST_CASE("a command's own flag named like a global option is the command's") {
+  TempDir dir;
+  DaemonProcess d(dir.path());
+  REQUIRE(d.Start());
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"mesh", "revoke", "b", "--node"},
+        {"mesh", "revoke", "--node", "b"}}) {
+    auto r = d.Cli(args);
+    // Reached the daemon, which is in no mesh: not a usage error.
+    CHECK_MESSAGE(r.exit_code == 1, r.err);
+    CHECK(r.err ==
+          "mycel: this node is not in a mesh (mycel mesh init, or "
+          "mycel mesh join)\n");
+  }
+  auto both = d.Cli({"mesh", "revoke", "b", "--node", "--user"});
+  CHECK(both.exit_code == 2);
+  CHECK(both.err.find("at most one of --node, --user, --serial") !=
+        std::string::npos);
+  // Before the command it is the global option: the address of a node.
+  auto global = testing::Run(
+      {testing::Binary("mycel"), "--socket", d.socket(), "--node",
+       "127.0.0.1:1", "--tls-ca", dir.Sub("none"), "--tls-cert",
+       dir.Sub("none"), "--tls-key", dir.Sub("none"), "mesh", "revoke", "b"});
+  CHECK(global.exit_code == 1);
+  CHECK_MESSAGE(global.err.find(dir.Sub("none")) != std::string::npos,
+                global.err);
+}
+
 TEST_CASE("node shutdown stops the daemon gracefully") {
   TempDir dir;
   DaemonProcess d(dir.path());
