@@ -1,5 +1,8 @@
 #include "mesh/identity/mesh_node.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -23,6 +26,22 @@ absl::StatusOr<std::string> ReadMeshFile(const std::string& path) {
                      " cannot be read: ", data.status().message()));
   }
   return data;
+}
+
+// When to issue a certificate of `kind`/`name`: `now`, or, when that
+// identity was revoked less than a second before, just past the revocation.
+// The list keeps its times to the second and a certificate's issue time is
+// its notBefore (whole seconds) plus kNotBeforeBackdate, so a certificate
+// issued now would count as issued at the revocation, and be refused with
+// the ones it revoked. notBefore stays in the past (backdated by minutes):
+// the certificate is valid at once.
+absl::Time IssueTime(const pki::RevocationList& revocations,
+                     pki::IdentityKind kind, const std::string& name,
+                     absl::Time now) {
+  const std::optional<absl::Time> at =
+      revocations.IdentityRevokedAt(kind, name);
+  if (!at.has_value()) return now;
+  return std::max(now, *at + absl::Seconds(1));
 }
 
 }  // namespace
@@ -178,7 +197,10 @@ absl::StatusOr<UserCredentials> MeshNode::IssueUserLocked(
       pki::SpiffeId id,
       pki::SpiffeId::Create(pki::IdentityKind::kUser, ca_->mesh(), name));
   ASSIGN_OR_RETURN(pki::Certificate cert,
-                   ca_->IssueForKey(pub, {id, role}, options_.clock->Now()));
+                   ca_->IssueForKey(pub, {id, role},
+                                    IssueTime(options_.trust->revocations(),
+                                              pki::IdentityKind::kUser, name,
+                                              options_.clock->Now())));
   UserCredentials out;
   out.mesh = ca_->mesh();
   out.user = name;
@@ -448,7 +470,7 @@ absl::StatusOr<Admission> MeshNode::AdmitHere(const AdmitRequest& req) {
       pki::Certificate cert,
       ca_->Issue(csr,
                  {csr.spiffe_id(), pki::Role::kNode, options_.node_validity},
-                 now));
+                 IssueTime(revoked, pki::IdentityKind::kNode, name, now)));
   RETURN_IF_ERROR(
       store_.PutPeer({name, req.address, req.authority, cert.serial(), now}));
   Admission out;
