@@ -364,7 +364,7 @@ absl::StatusOr<ObjectStore::PreparedWrite> ObjectStore::PrepareWrite(
   if (value.has_value()) w.change.value = std::string(*value);
   RETURN_IF_ERROR(Validate(ns, key, w.change.value));
   ASSIGN_OR_RETURN(w.owner, OwnerOf(ns, key));
-  if (!w.owner.empty() && w.owner != origin()) {
+  if (!w.owner.empty() && w.owner != OriginNode(origin())) {
     return absl::PermissionDeniedError(
         absl::StrCat("object ", ns, "/", key, " belongs to node ", w.owner,
                      "; only it may change it, not ", origin()));
@@ -457,7 +457,7 @@ absl::StatusOr<ApplyResult> ObjectStore::ApplyRemote(const ObjectChange& c,
   }
   RETURN_IF_ERROR(Validate(c.ns, c.key, c.value));
   ASSIGN_OR_RETURN(std::string owner, OwnerOf(c.ns, c.key));
-  if (!owner.empty() && owner != c.stamp.origin) {
+  if (!owner.empty() && owner != OriginNode(c.stamp.origin)) {
     log::Warn("replication: refused a change to another node's object",
               {{"object", LogKey(c.ns, c.key)},
                {"owner", owner},
@@ -746,7 +746,7 @@ absl::StatusOr<size_t> ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
       const Object& o = chunk.rows[i];
       if (forged[i]) continue;
       ASSIGN_OR_RETURN(std::string owner, OwnerOf(o.ns, o.key));
-      if (!owner.empty() && owner != o.stamp.origin) {
+      if (!owner.empty() && owner != OriginNode(o.stamp.origin)) {
         log::Warn("replication: snapshot row of another node's object skipped",
                   {{"object", LogKey(o.ns, o.key)},
                    {"origin", o.stamp.origin},

@@ -150,7 +150,7 @@ class ObjectStore {
   ObjectStore(const ObjectStore&) = delete;
   ObjectStore& operator=(const ObjectStore&) = delete;
 
-  const std::string& origin() const { return store_->origin(); }
+  std::string origin() const { return store_->origin(); }
   // The store's Store::durable_seq.
   int64_t durable_seq() const { return store_->durable_seq(); }
   // Store::HoldLocalWrites and ReleaseLocalWrites: this node's writes wait

@@ -570,6 +570,39 @@ absl::Status Store::InReplicatedTransaction(
   return s;
 }
 
+absl::Status Store::AdoptOrigin(const std::string& origin) {
+  absl::MutexLock lock(&mu_);
+  const std::string old = this->origin();
+  if (origin == old) return absl::OkStatus();
+  if (origin.empty()) return absl::InvalidArgumentError("origin: empty");
+  absl::Status s = InTransactionLocked(true, [&](Transaction& tx) {
+    bool held = false;
+    RETURN_IF_ERROR(tx.Query(
+        "SELECT 1 FROM replica_versions WHERE origin=?",
+        [&](Stmt& st) { st.Bind(1, origin); },
+        [&](const Stmt&) {
+          held = true;
+          return absl::OkStatus();
+        }));
+    if (held) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "origin ", origin, ": this database holds changes of it already"));
+    }
+    for (const char* sql :
+         {"UPDATE change_log SET origin=?1, signature=NULL WHERE origin=?2",
+          "UPDATE objects SET origin=?1, signature=NULL WHERE origin=?2",
+          "UPDATE replica_versions SET origin=?1 WHERE origin=?2"}) {
+      RETURN_IF_ERROR(
+          tx.Execute(sql, [&](Stmt& st) { st.Bind(1, origin).Bind(2, old); }));
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return Annotate(s, "adopt origin");
+  absl::MutexLock o(&origin_mu_);
+  origin_ = origin;
+  return absl::OkStatus();
+}
+
 void Transaction::TakeBackOwnSequence(int64_t seq)
     ABSL_NO_THREAD_SAFETY_ANALYSIS {  // inside InTransaction, mu_ is held
   store_->next_seq_ = std::max(store_->next_seq_, seq + 1);
@@ -846,7 +879,7 @@ void Store::CommitBatchLocked(const Batch& batch) {
       continue;
     }
     ChangeStamp stamp;
-    stamp.origin = origin_;
+    stamp.origin = origin();
     stamp.seq = next_seq_;
     stamp.hlc = hlc_.Now();
     if (signer_) {

@@ -60,6 +60,23 @@ struct ReplicatedChange {
   std::optional<std::string> value;
 };
 
+// A change's origin names the node that made it: the node's name, or
+// NAME~KEYID for a node admitted again under the name of a revoked one, so
+// that its changes never take the numbers its predecessor's hold (KEYID is
+// its certificate's pki::Certificate::KeyId; docs/replication.md,
+// "Origins"). Node names cannot hold '~'.
+inline constexpr char kOriginKeySeparator = '~';
+// The node an origin names: its name, without a key id.
+inline absl::string_view OriginNode(absl::string_view origin) {
+  return origin.substr(0, origin.find(kOriginKeySeparator));
+}
+// The key id an origin names, or "" for a plain node name.
+inline absl::string_view OriginKeyId(absl::string_view origin) {
+  const size_t at = origin.find(kOriginKeySeparator);
+  return at == absl::string_view::npos ? absl::string_view()
+                                       : origin.substr(at + 1);
+}
+
 // Where a change to replicated state comes from and when: its origin node,
 // its place in that origin's sequence (1, 2, ... with no gap), and its
 // hybrid logical clock time.
@@ -321,7 +338,17 @@ class Store {
   }
 
   // This node, as the origin of the changes it stamps.
-  const std::string& origin() const { return origin_; }
+  std::string origin() const ABSL_LOCKS_EXCLUDED(origin_mu_) {
+    absl::MutexLock lock(&origin_mu_);
+    return origin_;
+  }
+  // Makes `origin` this node's origin, in one transaction with its changes
+  // so far, which are renamed to it and unsigned (the origin is part of
+  // what a signature covers: ObjectStore::SignOwnUnsigned signs them
+  // again). For a node that joins a mesh under an origin other than its
+  // name (above), before its changes travel. FAILED_PRECONDITION when this
+  // store already holds changes of `origin`.
+  absl::Status AdoptOrigin(const std::string& origin) ABSL_LOCKS_EXCLUDED(mu_);
 
   // How many statements Execute and Query keep prepared (for tests).
   size_t cached_statements() ABSL_LOCKS_EXCLUDED(mu_);
@@ -396,7 +423,8 @@ class Store {
   bool MayWrite(absl::string_view table) const;
 
   const std::string path_;
-  const std::string origin_;
+  mutable absl::Mutex origin_mu_;
+  std::string origin_ ABSL_GUARDED_BY(origin_mu_);
   absl::flat_hash_map<std::string, Replication> tables_;
   absl::Mutex mu_;
   DbHandle db_ ABSL_GUARDED_BY(mu_);

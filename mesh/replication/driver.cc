@@ -224,7 +224,7 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
                    "database had lost and peers held (restored from an "
                    "older copy?); its writes go on past them",
             {{"changes", st.own_changes_taken_back},
-             {"seq", store::SeqAt(r_->versions(), options_.replicator.name)}});
+             {"seq", store::SeqAt(r_->versions(), r_->origin())}});
       } else if (st.own_hold_expired > 0) {
         log::Info(
             "replication: this node's writes were held as long as they may "
@@ -342,7 +342,7 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
     const absl::Time now = options_.clock->Now();
     if (now - own_behind_logged_ < kOwnBehindLogInterval) return;
     own_behind_logged_ = now;
-    const std::string& self = options_.replicator.name;
+    const std::string& self = r_->origin();
     auto theirs = r_->peer_versions().find(peer);
     const int64_t peer_holds = theirs == r_->peer_versions().end()
                                    ? 0

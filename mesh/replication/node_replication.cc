@@ -51,6 +51,7 @@ absl::Status NodeReplication::Start(Options o) {
       std::make_unique<GrpcTransport>(std::move(o.channels), o.call_deadline);
   ReplicationDriverOptions d;
   d.replicator.name = o.name;
+  d.replicator.origin = o.origin;
   d.replicator.random_seed = absl::ToUnixNanos(o.clock->Now());
   d.replicator.await_durable = true;
   d.replicator.tombstone_max_age = o.tombstone_max_age;

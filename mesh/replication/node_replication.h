@@ -39,6 +39,9 @@ class NodeReplication {
 
   struct Options {
     std::string name;
+    // The origin of this node's changes (ReplicatorOptions::origin); empty:
+    // `name`.
+    std::string origin;
     // Borrowed; they must outlive this object.
     store::ObjectStore* objects = nullptr;
     // The verifier of `objects`' changes (ObjectStore::SetChangeVerifier),

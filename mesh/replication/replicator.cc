@@ -28,6 +28,12 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Create(
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
   };
   if (options.name.empty()) return invalid("name", "empty");
+  if (options.origin.empty()) options.origin = options.name;
+  if (store::OriginNode(options.origin) != options.name) {
+    return invalid("origin",
+                   absl::StrCat("\"", options.origin,
+                                "\" is not an origin of node ", options.name));
+  }
   if (options.fanout < 1) return invalid("fanout", "must be at least 1");
   if (options.push_hops < 0) return invalid("push_hops", "must not be < 0");
   if (options.direct_push_max > 100000) {
@@ -131,7 +137,7 @@ absl::Status Replicator::ReloadVersions() {
 
 void Replicator::TakeVersions(store::VersionVector held) {
   held_ = std::move(held);
-  auto own = held_.find(options_.name);
+  auto own = held_.find(options_.origin);
   if (own != held_.end() && own->second > durable_) {
     if (durable_ == 0) {
       held_.erase(own);
@@ -217,7 +223,7 @@ void Replicator::OnDurable(int64_t seq, absl::Time now) {
   // Whatever was not pushed (dropped from the wait, or committed before
   // this replicator started) is now shown to digests; and snapshots that
   // waited go on.
-  int64_t& held = held_[options_.name];
+  int64_t& held = held_[options_.origin];
   held = std::max(held, seq);
   for (auto& [id, s] : streams_) {
     if (s.waiting_durable) {
@@ -415,7 +421,7 @@ absl::Status Replicator::ApplyOne(absl::string_view peer,
   }
   int64_t& held = held_[change.stamp.origin];
   held = std::max(held, change.stamp.seq);
-  if (change.stamp.origin == options_.name &&
+  if (change.stamp.origin == options_.origin &&
       *r != store::ApplyResult::kDuplicate) {
     // A change of this node that its database had lost: a peer holds it,
     // so it may be shown and sent on like any published one.
@@ -498,8 +504,8 @@ absl::Status Replicator::HandleDigest(absl::string_view peer,
     ++stats_.malformed;
     return theirs.status();
   }
-  const int64_t own = store::SeqAt(*theirs, options_.name);
-  if (own > store::SeqAt(held_, options_.name)) ++stats_.own_sequence_behind;
+  const int64_t own = store::SeqAt(*theirs, options_.origin);
+  if (own > store::SeqAt(held_, options_.origin)) ++stats_.own_sequence_behind;
   if (holding_) {
     // The changes of this node that it holds come in its stream.
     own_answered_ = true;
@@ -511,7 +517,7 @@ absl::Status Replicator::HandleDigest(absl::string_view peer,
   // The rest are not kept, so that a peer's vector costs no more memory
   // than ours, whatever it claims.
   for (auto it = theirs->begin(); it != theirs->end();) {
-    if (it->first != options_.name && !held_.contains(it->first)) {
+    if (it->first != options_.origin && !held_.contains(it->first)) {
       it = theirs->erase(it);
     } else {
       ++it;
@@ -689,7 +695,7 @@ Replicator::Fill Replicator::FillSnapshot(OutStream& s,
   // So does a first chunk whose vector (the receiver's base) covers such a
   // change.
   if ((s.next_index == 0 &&
-       store::SeqAt(snap->versions, options_.name) > durable_) ||
+       store::SeqAt(snap->versions, options_.origin) > durable_) ||
       std::any_of(
           snap->rows.begin(), snap->rows.end(),
           [&](const store::Object& o) { return !Published(o.stamp); })) {
@@ -836,9 +842,9 @@ absl::Status Replicator::HandleChunk(absl::string_view peer,
   ASSIGN_OR_RETURN(store::VersionVector now_held, log_->Versions());
   // Changes of this node the resync brought back (its database had lost
   // them; a peer holds them) may be shown like published ones.
-  if (const int64_t own = store::SeqAt(base, options_.name);
-      own > durable_ && store::SeqAt(now_held, options_.name) >= own) {
-    stats_.own_changes_taken_back += own - store::SeqAt(held_, options_.name);
+  if (const int64_t own = store::SeqAt(base, options_.origin);
+      own > durable_ && store::SeqAt(now_held, options_.origin) >= own) {
+    stats_.own_changes_taken_back += own - store::SeqAt(held_, options_.origin);
     durable_ = own;
   }
   TakeVersions(std::move(now_held));
@@ -933,7 +939,7 @@ void Replicator::AskCertificates(absl::string_view peer,
       ask.mutable_certificate_request();
   for (const std::string& origin : origins) {
     if (request->origins_size() >= kMaxCertificatesPerMessage) break;
-    if (origin.empty() || origin == options_.name) continue;
+    if (origin.empty() || origin == options_.origin) continue;
     auto key = std::make_pair(std::string(peer), origin);
     auto it = asked_.find(key);
     if (it != asked_.end() && now - it->second < options_.min_digest_gap) {

@@ -79,8 +79,12 @@
 namespace mycel::replication {
 
 struct ReplicatorOptions {
-  // This node (the origin of its changes).
+  // This node, as membership names it.
   std::string name;
+  // The origin of this node's changes (store::OriginNode): its name, or
+  // NAME~KEYID for a node admitted under a revoked node's name. Empty:
+  // `name`.
+  std::string origin;
   // Peers a new change is pushed to, and hops it travels past the first:
   // at least `push_hops`, and at least ceil(log_fanout(N)) for N nodes
   // (4 at 50 nodes with a fanout of 3), so that a push alone can reach
@@ -276,6 +280,8 @@ class Replicator {
 
   // This node's version vector, as last read or advanced.
   const store::VersionVector& versions() const { return held_; }
+  // The origin of this node's changes (ReplicatorOptions::origin).
+  const std::string& origin() const { return options_.origin; }
   // The same on every node for the same vector.
   static uint64_t Fingerprint(const store::VersionVector& v);
   // Each peer's vector, from its last digest: how far behind it is.
@@ -395,7 +401,7 @@ class Replicator {
   // A peer has said what it holds of this node's changes, and this node
   // holds as much of its own as any peer said.
   bool OwnCaughtUp() const {
-    return own_answered_ && store::SeqAt(held_, options_.name) >= own_wanted_;
+    return own_answered_ && store::SeqAt(held_, options_.origin) >= own_wanted_;
   }
 
   void SendDigest(const std::string& peer, bool reply, absl::Time now);
@@ -414,7 +420,7 @@ class Replicator {
   Fill FillSnapshot(OutStream& s, v1::ReplicationChunk* chunk);
   // Whether this node's change `seq` may be published (await_durable).
   bool Published(const store::ChangeStamp& stamp) const {
-    return stamp.origin != options_.name || stamp.seq <= durable_;
+    return stamp.origin != options_.origin || stamp.seq <= durable_;
   }
 
   // Pushes changes of this node (now published) as a new change is.

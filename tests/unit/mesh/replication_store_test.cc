@@ -741,6 +741,71 @@ TEST_CASE("changes made before the node had a key are signed once it has") {
   CHECK(r.Value("kv", "last") == "1");
 }
 
+// A node joined under the name of a revoked node writes as NAME~KEYID
+// (store::OriginNode): what it wrote before it joined is renamed to that
+// origin in one transaction and signed again; its objects are still its
+// name's.
+TEST_CASE("a node adopts the origin it joined under, with what it wrote") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node b(dir, "b", &clock);
+  b.Put("kv", "k", "1");
+  b.Put("node.status", "b", "up");
+  b.Del("kv", "k");
+  CHECK(OriginNode("b~0123456789ab") == "b");
+  CHECK(OriginKeyId("b~0123456789ab") == "0123456789ab");
+  CHECK(OriginNode("b") == "b");
+  CHECK(OriginKeyId("b").empty());
+  const std::string origin = "b~0123456789ab";
+  REQUIRE(b.store->AdoptOrigin(origin).ok());
+  CHECK(b.store->origin() == origin);
+  CHECK(b.Count("SELECT count(*) FROM change_log WHERE origin='b'") == 0);
+  CHECK(b.Count("SELECT count(*) FROM objects WHERE origin='b'") == 0);
+  CHECK(b.Count(
+            "SELECT count(*) FROM change_log WHERE origin='b~0123456789ab'") ==
+        3);
+  CHECK(b.objects->Versions()->at(origin) == 3);
+  CHECK(b.objects->Versions()->count("b") == 0);
+  // The sequence goes on; b still owns b's objects.
+  ObjectChange next = b.Put("node.status", "b", "busy");
+  CHECK(next.stamp.origin == origin);
+  CHECK(next.stamp.seq == 4);
+  // Signed again once the node has its key.
+  b.store->SetChangeSigner(FakeSigner(origin));
+  CHECK(*b.objects->SignOwnUnsigned() == 4);
+  // Again: nothing to do. Into an origin the database holds: refused, and
+  // nothing moves.
+  CHECK(b.store->AdoptOrigin(origin).ok());
+  Node c(dir, "c", &clock);
+  c.Put("kv", "x", "1");
+  REQUIRE(
+      c.objects
+          ->ApplyRemote(Change("c~aaaaaaaaaaaa", 1, At(kStart), "y", "1"), "d")
+          .ok());
+  absl::Status taken = c.store->AdoptOrigin("c~aaaaaaaaaaaa");
+  CHECK(taken.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(c.store->origin() == "c");
+  CHECK(c.Count("SELECT count(*) FROM change_log WHERE origin='c'") == 1);
+  // After a restart the store opens under the adopted origin (the daemon
+  // reads it from the mesh directory) and goes on past 4.
+  b.objects.reset();
+  b.store.reset();
+  auto s =
+      Store::Open(b.path, Store::Options{.origin = origin, .clock = &clock});
+  REQUIRE(s.ok());
+  b.store = *std::move(s);
+  b.objects = std::make_unique<ObjectStore>(b.store.get(), b.options);
+  CHECK(b.Put("kv", "after", "1").stamp.seq == 5);
+  // A receiver holds b~KEYID's change to b's object as b's own.
+  Node a(dir, "a", &clock);
+  auto own = a.objects->ApplyRemote(
+      Change(origin, 1, At(kStart), "b", "up", "node.status"), "b");
+  CHECK_MESSAGE(own.ok(), own.status().ToString());
+  auto other = a.objects->ApplyRemote(
+      Change("c~aaaaaaaaaaaa", 1, At(kStart), "b", "down", "node.status"), "c");
+  CHECK(other.status().code() == absl::StatusCode::kPermissionDenied);
+}
+
 TEST_CASE("a resync cannot claim changes an origin never signed") {
   // m, a member, answers r's digest with a one-chunk "snapshot" that claims
   // a's changes up to 1,000,000: taken as true, r would hold them as seen
