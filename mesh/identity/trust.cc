@@ -32,6 +32,12 @@ pki::RevocationList Trust::revocations() const {
   return *revocations_;
 }
 
+bool Trust::IdentityRevoked(pki::IdentityKind kind,
+                            absl::string_view name) const {
+  absl::MutexLock lock(&mu_);
+  return revocations_->IdentityRevokedAt(kind, name).has_value();
+}
+
 bool Trust::CouldRevoke(pki::IdentityKind kind, absl::string_view name) const {
   absl::MutexLock lock(&mu_);
   return !revocations_->serials().empty() ||

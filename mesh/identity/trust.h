@@ -46,6 +46,10 @@ class Trust {
   std::string mesh() const ABSL_LOCKS_EXCLUDED(mu_);
   // A copy of the current revocation list.
   pki::RevocationList revocations() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether the revocation list revokes the identity `kind`/`name` (every
+  // certificate of it issued before some time).
+  bool IdentityRevoked(pki::IdentityKind kind, absl::string_view name) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Whether the revocation list could refuse a certificate of `kind` and
   // `name`: it names that identity, or it lists serials (which only the
   // certificate itself can be checked against). False lets a caller that

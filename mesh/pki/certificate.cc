@@ -72,6 +72,20 @@ absl::StatusOr<std::string> Certificate::ToPem() const {
   return internal::EncodePem(der_, "CERTIFICATE");
 }
 
+absl::StatusOr<std::string> Certificate::KeyId() const {
+  const X509_PUBKEY* spki = X509_get_X509_PUBKEY(x509_.get());
+  unsigned char* der = nullptr;
+  const int len = spki == nullptr ? -1 : i2d_X509_PUBKEY(spki, &der);
+  if (len <= 0) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError("certificate: no public key to name");
+  }
+  std::string bytes(reinterpret_cast<const char*>(der),
+                    static_cast<size_t>(len));
+  OPENSSL_free(der);
+  return internal::Hex(internal::Sha256(bytes)).substr(0, kKeyIdDigits);
+}
+
 absl::Status Certificate::CheckKeyMatches(const PrivateKey& key) const {
   if (X509_check_private_key(x509_.get(), key.evp()) != 1) {
     ERR_clear_error();

@@ -3,6 +3,7 @@
 #ifndef MYCEL_MESH_PKI_CERTIFICATE_H_
 #define MYCEL_MESH_PKI_CERTIFICATE_H_
 
+#include <cstddef>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -16,6 +17,9 @@ namespace mycel::pki {
 // Every certificate this library issues starts this long before the time
 // it was issued, so that a peer whose clock lags a little accepts it.
 inline constexpr absl::Duration kNotBeforeBackdate = absl::Minutes(5);
+
+// Hex digits in a Certificate::KeyId (48 bits).
+inline constexpr size_t kKeyIdDigits = 12;
 
 // One parsed X.509 certificate. Parsing checks the encoding only; whether
 // the certificate is trusted is PeerVerifier's job. Move-only; immutable, so
@@ -50,6 +54,12 @@ class Certificate {
   const std::string& serial() const { return serial_; }
   absl::Time not_before() const { return not_before_; }
   absl::Time not_after() const { return not_after_; }
+
+  // A short name of the certificate's public key: the first kKeyIdDigits
+  // hex digits of the SHA-256 of its SubjectPublicKeyInfo (DER). Renewals
+  // keep a node's key, so it names the node's lineage of certificates
+  // (replication origins, docs/replication.md).
+  absl::StatusOr<std::string> KeyId() const;
 
   // OK when `key` is the private half of this certificate's public key;
   // INVALID_ARGUMENT otherwise.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/store/store.h"
 #include "mesh/identity/caller.h"
 #include "mesh/pki/peer_verifier.h"
 #include "mesh/pki/signature.h"
@@ -68,27 +69,34 @@ void OriginVerifier::Keep(absl::string_view origin, const std::string& der) {
   if (memory_.keep) memory_.keep(origin, der);
 }
 
-absl::StatusOr<std::shared_ptr<const pki::Certificate>>
-OriginVerifier::CertificateOf(absl::string_view origin) {
-  std::string der = certificates_(origin);
-  if (der.empty()) der = Kept(origin);
-  if (der.empty()) {
-    absl::Status unknown = absl::UnavailableError(absl::StrCat(
-        "no certificate of origin ", origin,
-        " is known here (membership does not know it, and no peer has "
-        "handed it over)"));
-    unknown.SetPayload(kUnknownOriginPayload, absl::Cord(origin));
-    return unknown;
+bool OriginVerifier::PlainOriginRevoked(absl::string_view origin) const {
+  return store::OriginKeyId(origin).empty() &&
+         trust_->IdentityRevoked(pki::IdentityKind::kNode, origin);
+}
+
+std::string OriginVerifier::MemberCertificate(absl::string_view origin) {
+  // A node admitted again under a revoked node's name writes as NAME~KEYID
+  // (store::OriginNode), and membership knows only the latest certificate
+  // of a name: it is not the plain origin's once the name was revoked.
+  if (PlainOriginRevoked(origin)) return {};
+  return certificates_(store::OriginNode(origin));
+}
+
+absl::Status OriginVerifier::CheckLineage(absl::string_view origin,
+                                          const pki::Certificate& cert) {
+  const absl::string_view want = store::OriginKeyId(origin);
+  if (want.empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> key = cert.KeyId();
+  if (!key.ok()) return absl::PermissionDeniedError(key.status().message());
+  if (*key != want) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("the certificate known for it has key ", *key));
   }
-  const uint64_t generation = trust_->generation();
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = checked_.find(origin);
-    if (it != checked_.end() && it->second.der == der &&
-        it->second.generation == generation) {
-      return it->second.certificate;
-    }
-  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const pki::Certificate>> OriginVerifier::Check(
+    absl::string_view origin, const std::string& der) {
   absl::StatusOr<pki::Certificate> cert = pki::Certificate::FromDer(der);
   if (!cert.ok()) {
     return absl::PermissionDeniedError(absl::StrCat(
@@ -99,18 +107,67 @@ OriginVerifier::CertificateOf(absl::string_view origin) {
     return absl::PermissionDeniedError(absl::StrCat(
         "origin ", origin, ": certificate: ", node.status().message()));
   }
-  if (*node != origin) {
+  if (*node != store::OriginNode(origin)) {
     return absl::PermissionDeniedError(
         absl::StrCat("origin ", origin,
                      ": the certificate known for it is node ", *node, "'s"));
   }
+  if (absl::Status s = CheckLineage(origin, *cert); !s.ok()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("origin ", origin, ": ", s.message()));
+  }
+  return std::make_shared<const pki::Certificate>(*std::move(cert));
+}
+
+absl::StatusOr<std::shared_ptr<const pki::Certificate>>
+OriginVerifier::CertificateOf(absl::string_view origin) {
+  const std::string member = MemberCertificate(origin);
+  const uint64_t generation = trust_->generation();
+  // The certificate checked before for `der`, if it still holds.
+  auto cached =
+      [&](const std::string& der) -> std::shared_ptr<const pki::Certificate> {
+    if (der.empty()) return nullptr;
+    absl::MutexLock lock(&mu_);
+    auto it = checked_.find(origin);
+    if (it == checked_.end() || it->second.generation != generation ||
+        (it->second.der != der && it->second.passed_over != der)) {
+      return nullptr;
+    }
+    return it->second.certificate;
+  };
+  if (std::shared_ptr<const pki::Certificate> c = cached(member)) return c;
+  // Membership's certificate of the node first, unless it is of another of
+  // the name's lineages (another key: a later admission); then the one kept.
+  std::string passed_over;
+  std::string der = member;
+  if (!der.empty() && !store::OriginKeyId(origin).empty()) {
+    absl::StatusOr<pki::Certificate> parsed = pki::Certificate::FromDer(der);
+    if (parsed.ok() && !CheckLineage(origin, *parsed).ok()) {
+      passed_over = std::move(der);
+      der.clear();
+    }
+  }
+  if (der.empty()) {
+    der = Kept(origin);
+    if (std::shared_ptr<const pki::Certificate> c = cached(der)) return c;
+  }
+  if (der.empty()) {
+    absl::Status unknown = absl::UnavailableError(absl::StrCat(
+        "no certificate of origin ", origin,
+        " is known here (membership does not know it, and no peer has "
+        "handed it over)"));
+    unknown.SetPayload(kUnknownOriginPayload, absl::Cord(origin));
+    return unknown;
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const pki::Certificate> cert,
+                   Check(origin, der));
   // Kept, so that it outlives membership's copy.
   Keep(origin, der);
-  auto shared = std::make_shared<const pki::Certificate>(*std::move(cert));
   absl::MutexLock lock(&mu_);
-  checked_.insert_or_assign(std::string(origin),
-                            Checked{std::move(der), shared, generation});
-  return shared;
+  checked_.insert_or_assign(
+      std::string(origin),
+      Checked{std::move(der), cert, generation, std::move(passed_over)});
+  return cert;
 }
 
 bool OriginVerifier::Knows(absl::string_view origin) {
@@ -118,14 +175,18 @@ bool OriginVerifier::Knows(absl::string_view origin) {
 }
 
 std::string OriginVerifier::CertificateFor(absl::string_view origin) {
-  std::string der = certificates_(origin);
+  std::string der = MemberCertificate(origin);
+  if (!der.empty() && !store::OriginKeyId(origin).empty()) {
+    absl::StatusOr<pki::Certificate> parsed = pki::Certificate::FromDer(der);
+    if (!parsed.ok() || !CheckLineage(origin, *parsed).ok()) der.clear();
+  }
   if (der.empty()) der = Kept(origin);
   return der;
 }
 
 absl::StatusOr<std::string> OriginVerifier::Offer(
     absl::string_view der,
-    const std::function<bool(absl::string_view node)>& wanted) {
+    const std::function<bool(absl::string_view origin)>& wanted) {
   constexpr size_t kMaxCertificateBytes = 16 << 10;
   if (der.empty() || der.size() > kMaxCertificateBytes) {
     return absl::InvalidArgumentError(
@@ -140,16 +201,31 @@ absl::StatusOr<std::string> OriginVerifier::Offer(
   absl::StatusOr<std::string> checked = NodeOf(*cert);
   if (!checked.ok()) return Annotate(checked.status(), "certificate offered");
   const std::string& node = *checked;
-  if (wanted && !wanted(node)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "certificate offered: node ", node, "'s was not asked for"));
+  absl::StatusOr<std::string> key = cert->KeyId();
+  if (!key.ok()) return Annotate(key.status(), "certificate offered");
+  // The origin it is for: the node's lineage of this key (NAME~KEYID), or
+  // the plain name, which a certificate issued after the name was revoked
+  // is never for.
+  const std::string lineage =
+      absl::StrCat(node, std::string(1, store::kOriginKeySeparator), *key);
+  std::string origin;
+  if (wanted && wanted(lineage)) {
+    origin = lineage;
+  } else if ((!wanted || wanted(node)) && !PlainOriginRevoked(node)) {
+    origin = node;
+  } else {
+    return absl::FailedPreconditionError(
+        absl::StrCat("certificate offered: node ", node, "'s (key ", *key,
+                     ") was not asked for"));
   }
-  if (Knows(node)) {
+  if (Knows(origin)) {
     return absl::AlreadyExistsError(absl::StrCat(
-        "certificate offered: one of node ", node, " is known here already"));
+        "certificate offered: one of node ", node,
+        origin == node ? "" : absl::StrCat(" (origin ", origin, ")"),
+        " is known here already"));
   }
-  Keep(node, std::string(der));
-  return node;
+  Keep(origin, std::string(der));
+  return origin;
 }
 
 absl::Status OriginVerifier::Verify(const store::ObjectChange& change,

@@ -14,6 +14,12 @@
 // dates are not): an origin's changes outlive its certificate. A revoked
 // origin's changes are refused.
 //
+// An origin NAME~KEYID (a node admitted under a revoked node's name;
+// store::OriginNode, docs/replication.md "Origins") is checked against a
+// certificate of NAME with that key; a plain NAME that the revocation list
+// revokes as a node never against a certificate of NAME issued since, which
+// is a later lineage's.
+//
 // Membership forgets a member a day after it left. So that its changes can
 // still be checked, and handed to nodes that join later, the verifier keeps
 // the certificate it checked each origin with (Memory: the store's
@@ -87,15 +93,18 @@ class OriginVerifier {
   std::string CertificateFor(absl::string_view origin) ABSL_LOCKS_EXCLUDED(mu_);
   // A certificate a peer handed over. Checked as Verify checks an origin's
   // (the mesh CA issued it to a node and has not revoked it; its dates are
-  // not checked), then kept as the certificate of the node it names, which
-  // it returns. Taken only for a node `wanted` accepts (FAILED_PRECONDITION
-  // otherwise; null: any) and when no certificate of that node is known
-  // here: a peer cannot replace one (ALREADY_EXISTS). INVALID_ARGUMENT: not
-  // a certificate, or larger than 16 KiB; PERMISSION_DENIED: Trust refuses
-  // it, or it is not a node's.
+  // not checked), then kept as the certificate of an origin, which it
+  // returns: NAME~KEYID (the node and its key) when `wanted` accepts that,
+  // else the node's plain name when `wanted` accepts it (null: any) and the
+  // name is not revoked as a node (a certificate issued since a node's
+  // revocation is of a later lineage); FAILED_PRECONDITION otherwise. Taken
+  // only when no certificate of that origin is known here: a peer cannot
+  // replace one (ALREADY_EXISTS). INVALID_ARGUMENT: not a certificate, or
+  // larger than 16 KiB; PERMISSION_DENIED: Trust refuses it, or it is not
+  // a node's.
   absl::StatusOr<std::string> Offer(
       absl::string_view der,
-      const std::function<bool(absl::string_view node)>& wanted = nullptr)
+      const std::function<bool(absl::string_view origin)>& wanted = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -103,7 +112,26 @@ class OriginVerifier {
     std::string der;
     std::shared_ptr<const pki::Certificate> certificate;
     uint64_t generation = 0;
+    // Membership's certificate of the node when it was of another lineage
+    // (another key) than the origin's, and `der` the one kept.
+    std::string passed_over;
   };
+  // Whether `origin` is a plain node name that the revocation list revokes
+  // as a node: every certificate of its lineage is revoked, and one issued
+  // since belongs to a later lineage (NAME~KEYID).
+  bool PlainOriginRevoked(absl::string_view origin) const;
+  // Membership's certificate of the node `origin` names, or "" (none, or
+  // PlainOriginRevoked).
+  std::string MemberCertificate(absl::string_view origin);
+  // OK when `cert` has the key an origin NAME~KEYID names (any, for a
+  // plain name).
+  static absl::Status CheckLineage(absl::string_view origin,
+                                   const pki::Certificate& cert);
+  // `der` checked as `origin`'s certificate: parsed, checked against Trust,
+  // a node's, of the node and key the origin names.
+  absl::StatusOr<std::shared_ptr<const pki::Certificate>> Check(
+      absl::string_view origin, const std::string& der)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The origin's certificate, checked against Trust (cached while the
   // certificate and Trust's generation stay the same).
   absl::StatusOr<std::shared_ptr<const pki::Certificate>> CertificateOf(

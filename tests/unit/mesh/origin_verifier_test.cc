@@ -17,6 +17,7 @@
 
 #include "daemon/store/objects.h"
 #include "mesh/identity/trust.h"
+#include "mesh/pki/certificate.h"
 #include "mesh/pki/certificate_authority.h"
 #include "mesh/pki/private_key.h"
 #include "mesh/replication/replica_log.h"
@@ -35,14 +36,15 @@ struct Identity {
 };
 
 Identity Issue(const pki::CertificateAuthority& ca, const std::string& name,
-               absl::Duration validity = absl::ZeroDuration()) {
+               absl::Duration validity = absl::ZeroDuration(),
+               absl::Time at = T0()) {
   auto key =
       std::make_shared<pki::PrivateKey>(Must(pki::PrivateKey::Generate()));
   pki::SpiffeId id =
       Must(pki::SpiffeId::Create(pki::IdentityKind::kNode, ca.mesh(), name));
   pki::Certificate cert =
       Must(ca.IssueForKey(Must(key->GetPublicKey()),
-                          pki::Grant{id, pki::Role::kNode, validity}, T0()));
+                          pki::Grant{id, pki::Role::kNode, validity}, at));
   return {cert.der(), std::move(key)};
 }
 
@@ -220,6 +222,75 @@ TEST_CASE("a revoked origin's changes are refused, even those cached") {
   REQUIRE(revoked.RevokeIdentity(pki::IdentityKind::kNode, "a", T0()).ok());
   f.trust.SetRevocations(std::move(revoked));
   CHECK(Refused(f.Verify(c), absl::StatusCode::kPermissionDenied, "revoked"));
+}
+
+// A node revoked and admitted again under its name writes as origin
+// NAME~KEYID (store::OriginNode): checked against the certificate with that
+// key, never against the plain name's lineage, which stays revoked.
+TEST_CASE("a node admitted again under a revoked name is origin NAME~KEYID") {
+  Fixture f;
+  store::ObjectChange old = Change("b", "1");
+  Sign(f.ids["b"], &old);
+  REQUIRE(f.Verify(old).ok());
+  pki::RevocationList revoked;
+  REQUIRE(revoked
+              .RevokeIdentity(pki::IdentityKind::kNode, "b",
+                              T0() + absl::Minutes(1))
+              .ok());
+  f.trust.SetRevocations(revoked);
+  Identity b2 = Issue(f.ca, "b", absl::ZeroDuration(), T0() + absl::Minutes(2));
+  const std::string origin =
+      "b~" + Must(Must(pki::Certificate::FromDer(b2.cert_der)).KeyId());
+  CHECK(origin.size() == 2 + pki::kKeyIdDigits);
+  f.known_as["b"] = b2.cert_der;  // membership has the new node
+  store::ObjectChange fresh = Change(origin, "2");
+  Sign(b2, &fresh);
+  absl::Status s = f.Verify(fresh);
+  CHECK_MESSAGE(s.ok(), s.ToString());
+  CHECK(f.kept[origin] == b2.cert_der);
+  // The plain name is the revoked lineage: its changes are refused, and
+  // the new node's key is not taken for it.
+  CHECK(Refused(f.Verify(old), absl::StatusCode::kPermissionDenied, "revoked"));
+  store::ObjectChange claim = Change("b", "3");
+  Sign(b2, &claim);
+  CHECK(!f.Verify(claim).ok());
+  CHECK(f.kept["b"] == f.ids["b"].cert_der);
+  // A key id that no certificate of b has: unknown, not b2's.
+  store::ObjectChange wrong = Change("b~000000000000", "4");
+  Sign(b2, &wrong);
+  CHECK(f.Verify(wrong).code() == absl::StatusCode::kUnavailable);
+  // Membership moves on to a third node of the name: b2's changes still
+  // check, against the certificate kept for its origin.
+  Identity b3 = Issue(f.ca, "b", absl::ZeroDuration(), T0() + absl::Minutes(3));
+  f.known_as["b"] = b3.cert_der;
+  store::ObjectChange later = Change(origin, "5");
+  later.stamp.seq = 4;
+  Sign(b2, &later);
+  CHECK(f.Verify(later).ok());
+  CHECK(f.verifier.CertificateFor(origin) == b2.cert_der);
+  CHECK(f.verifier.CertificateFor("b") == f.ids["b"].cert_der);
+
+  // A node that never knew b2 (membership has no b, nothing kept) takes its
+  // certificate from a peer for the origin it asked about, never for the
+  // plain (revoked) name.
+  OriginVerifier g(&f.trust, &f.clock,
+                   [](absl::string_view) { return std::string(); });
+  auto verify = [&](const store::ObjectChange& c) {
+    return g.Verify(c, store::ObjectStore::SigningBytes(c));
+  };
+  REQUIRE(verify(fresh).code() == absl::StatusCode::kUnavailable);
+  auto plain = [](absl::string_view o) { return o == "b"; };
+  CHECK(Refused(g.Offer(b2.cert_der, plain).status(),
+                absl::StatusCode::kFailedPrecondition, "not asked for"));
+  CHECK(Refused(g.Offer(b2.cert_der).status(),
+                absl::StatusCode::kFailedPrecondition, "not asked for"));
+  auto lineage = [&](absl::string_view o) { return o == origin; };
+  absl::StatusOr<std::string> taken = g.Offer(b2.cert_der, lineage);
+  REQUIRE_MESSAGE(taken.ok(), taken.status().ToString());
+  CHECK(*taken == origin);
+  CHECK(verify(fresh).ok());
+  CHECK(Refused(g.Offer(b2.cert_der, lineage).status(),
+                absl::StatusCode::kAlreadyExists, "(origin b~"));
 }
 
 TEST_CASE("an expired certificate still vouches for what its key signed") {
