@@ -592,6 +592,23 @@ void Daemon::StartReplication() {
                {{"error", key.status()}});
     return;
   }
+  // A node admitted under a revoked node's name writes as another origin
+  // than its name (MeshNode::OriginOf): what it wrote before it joined is
+  // renamed to it here, before it is signed.
+  absl::StatusOr<std::string> origin =
+      identity::MeshNode::OriginOf(config_.state_dir(), config_.node_name());
+  if (absl::Status s =
+          origin.ok() ? store_->AdoptOrigin(*origin) : origin.status();
+      !s.ok()) {
+    log::Error("replication not started: this node's origin", {{"error", s}});
+    return;
+  }
+  if (*origin != config_.node_name()) {
+    log::Info(
+        "replication: this node's changes carry the origin of its key, "
+        "its name having been revoked before it joined",
+        {{"origin", *origin}});
+  }
   store_->SetChangeSigner(replication::NodeKeySigner(
       std::make_shared<const pki::PrivateKey>(*std::move(key))));
   // Changes written before the node had a key (before it joined) are
@@ -649,6 +666,7 @@ void Daemon::StartReplication() {
   }
   replication::NodeReplication::Options o;
   o.name = config_.node_name();
+  o.origin = *origin;
   o.tombstone_max_age = *tombstone_retention;
   // Checked when the config was read.
   o.forgotten_after =
@@ -995,8 +1013,11 @@ absl::Status Daemon::Start() {
   }
   RETURN_IF_ERROR(PrepareStateDir());
   std::string db_path = config_.state_dir() + "/mycel.db";
+  ASSIGN_OR_RETURN(
+      const std::string origin,
+      identity::MeshNode::OriginOf(config_.state_dir(), config_.node_name()));
   ASSIGN_OR_RETURN(store_, store::Store::Open(
-                               db_path, {.origin = config_.node_name(),
+                               db_path, {.origin = origin,
                                          .clock = &clock_,
                                          .synchronous_full =
                                              config_.durability() == "full"}));

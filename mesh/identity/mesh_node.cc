@@ -4,6 +4,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "daemon/store/store.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/json_util.h"
@@ -45,6 +47,22 @@ absl::Time IssueTime(const pki::RevocationList& revocations,
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> MeshNode::OriginOf(const std::string& state_dir,
+                                               const std::string& node_name) {
+  const std::string path = state_dir + "/mesh/origin";
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (absl::IsNotFound(text.status())) return node_name;
+  RETURN_IF_ERROR(Annotate(text.status(), "mesh origin"));
+  const std::string origin(absl::StripAsciiWhitespace(*text));
+  if (store::OriginNode(origin) != node_name ||
+      store::OriginKeyId(origin).size() != pki::kKeyIdDigits) {
+    return absl::DataLossError(absl::StrCat(path, ": \"", origin,
+                                            "\" is not an origin of node ",
+                                            node_name, " (NAME~KEYID)"));
+  }
+  return origin;
+}
 
 absl::StatusOr<std::unique_ptr<MeshNode>> MeshNode::Open(Options options) {
   std::unique_ptr<MeshNode> node(new MeshNode(std::move(options)));
@@ -568,6 +586,19 @@ absl::Status MeshNode::CompleteJoin(pki::PrivateKey key, const Admission& a,
   RETURN_IF_ERROR(WriteFileAtomic(d + "/node.crt", a.cert_pem, 0644));
   pki::RevocationList merged = options_.trust->revocations();
   merged.Merge(*revocations);
+  // Admitted under the name of a revoked node: this node's changes are
+  // another origin than its predecessor's, whose numbers peers hold.
+  if (merged.IdentityRevokedAt(pki::IdentityKind::kNode, options_.node_name)
+          .has_value()) {
+    ASSIGN_OR_RETURN(pki::Certificate own,
+                     pki::Certificate::FromPem(a.cert_pem));
+    ASSIGN_OR_RETURN(std::string key, own.KeyId());
+    RETURN_IF_ERROR(WriteFileAtomic(
+        d + "/origin",
+        absl::StrCat(options_.node_name,
+                     std::string(1, store::kOriginKeySeparator), key, "\n"),
+        0644));
+  }
   RETURN_IF_ERROR(SetRevocationsLocked(merged));
   RETURN_IF_ERROR(store_.PutPeer({a.admitted_by, via_address, true, "", now}));
   for (const PeerRow& p : a.authorities) {

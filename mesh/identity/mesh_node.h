@@ -115,6 +115,16 @@ class MeshNode {
 
   // The directory of the keys and certificates.
   std::string dir() const { return options_.state_dir + "/mesh"; }
+
+  // The origin of the replicated changes of node `node_name` with state
+  // directory `state_dir` (store::OriginNode): its name, unless it joined
+  // a mesh under the name of a node revoked there, when CompleteJoin wrote
+  // NAME~KEYID (its certificate's key) to <state-dir>/mesh/origin, so that
+  // its changes never take the numbers its predecessor's hold. Readable
+  // before the store opens. DATA_LOSS when that file does not name an
+  // origin of `node_name`.
+  static absl::StatusOr<std::string> OriginOf(const std::string& state_dir,
+                                              const std::string& node_name);
   // How long the node certificates this node issues (and asks for) live.
   absl::Duration node_validity() const { return options_.node_validity; }
 

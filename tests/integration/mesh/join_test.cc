@@ -958,5 +958,74 @@ TEST_CASE(
   CHECK(Contains(b.daemon.Log(), "took back changes of this node"));
 }
 
+// A machine lost and replaced under the same name: `mesh revoke` the old
+// node, join the new one with a token. The new node writes as another
+// origin (NAME~KEYID), so its changes never take the numbers that peers
+// hold of the old one's, and it replicates both ways at once.
+TEST_CASE(
+    "a node revoked and joined again under its name, at once, replicates "
+    "both ways as a new origin") {
+  Node a({"--node-name", "a"});
+  Node b({"--node-name", "b"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  REQUIRE(Join(b, a, Token(a)).exit_code == 0);
+  auto get = [](Node& n, const std::string& key) {
+    return std::string(
+        absl::StripAsciiWhitespace(n.Local({"state", "get", key}).out));
+  };
+  auto put = [](Node& n, const std::string& key, const std::string& value) {
+    CommandResult r = n.Local({"state", "put", key, value});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  };
+  for (int i = 1; i <= 5; ++i) put(b, absl::StrCat("old/", i), "1");
+  REQUIRE(
+      Eventually([&] { return get(a, "old/5") == "1"; }, absl::Seconds(30)));
+  // b's machine is lost; the operator revokes it and joins a new machine
+  // under the same name, within the second.
+  b.daemon.Signal(SIGKILL);
+  CommandResult revoke = a.Local({"mesh", "revoke", "b", "--node"});
+  REQUIRE_MESSAGE(revoke.exit_code == 0, revoke.err);
+  Node b2({"--node-name", "b"});
+  REQUIRE(b2.daemon.Start());
+  put(b2, "before-join", "0");
+  CommandResult join = Join(b2, a, Token(a));
+  REQUIRE_MESSAGE(join.exit_code == 0, join.err);
+  put(b2, "new", "2");
+  put(a, "from-a", "3");
+  CHECK(Eventually([&] { return get(a, "new") == "2"; }, absl::Seconds(30)));
+  CHECK(Eventually([&] { return get(a, "before-join") == "0"; },
+                   absl::Seconds(30)));
+  CHECK(
+      Eventually([&] { return get(b2, "from-a") == "3"; }, absl::Seconds(30)));
+  // The new node's origin is its name and its key; the old one's changes
+  // stay on a under the plain name, and its node status is the new one's.
+  const std::string origin =
+      QueryOne(a, "SELECT origin FROM kv WHERE key='new'");
+  CHECK_MESSAGE(absl::StartsWith(origin, "b~"), origin);
+  CHECK(origin.size() == 2 + 12);
+  CHECK(QueryOne(a, "SELECT origin FROM kv WHERE key='before-join'") == origin);
+  CHECK(QueryOne(a, "SELECT origin FROM kv WHERE key='old/5'") == "b");
+  CHECK(Eventually(
+      [&] {
+        return QueryOne(a, "SELECT origin FROM nodes WHERE name='b'") == origin;
+      },
+      absl::Seconds(30)));
+  CHECK(Contains(b2.daemon.Log(), "origin=" + origin));
+  // The revoked origin's changes are refused from the revocation on
+  // (docs/replication.md): b2 does not take old/5, and nobody is charged.
+  CHECK(b2.Local({"state", "get", "old/5"}).exit_code == 1);
+  CHECK_FALSE(Contains(a.daemon.Log(), "quarantin"));
+  CHECK_FALSE(Contains(b2.daemon.Log(), "quarantin"));
+  // After a restart b2 goes on under the same origin.
+  REQUIRE(b2.daemon.Signal(SIGTERM) == 0);
+  REQUIRE(b2.daemon.Start());
+  put(b2, "after-restart", "4");
+  CHECK(Eventually([&] { return get(a, "after-restart") == "4"; },
+                   absl::Seconds(30)));
+  CHECK(QueryOne(a, "SELECT origin FROM kv WHERE key='after-restart'") ==
+        origin);
+}
+
 }  // namespace
 }  // namespace mycel

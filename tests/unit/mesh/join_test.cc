@@ -16,6 +16,7 @@
 #include "mesh/identity/join_limiter.h"
 #include "mesh/identity/mesh_node.h"
 #include "mesh/identity/trust.h"
+#include "mesh/pki/certificate.h"
 #include "mesh/pki/certificate_request.h"
 #include "mesh/pki/peer_identity.h"
 #include "mycel/v1/mesh.pb.h"
@@ -360,6 +361,16 @@ TEST_CASE("revocation: authorities revoke, members take lists only from them") {
             ->CompleteJoin(std::move(prepared->first), *admitted,
                            "127.0.0.1:7000")
             .ok());
+  // Its replicated changes carry the origin of its key (c's are revoked),
+  // read from its state directory before its store opens; b's is its name.
+  const std::string key =
+      *pki::Certificate::FromPem(admitted->cert_pem)->KeyId();
+  CHECK(*MeshNode::OriginOf(c2.dir.path(), "c") == "c~" + key);
+  CHECK(*MeshNode::OriginOf(b.dir.path(), "b") == "b");
+  REQUIRE(WriteFile(c2.dir.Sub("mesh/origin"), "d~" + key + "\n").ok());
+  absl::StatusOr<std::string> bad = MeshNode::OriginOf(c2.dir.path(), "c");
+  CHECK(bad.status().code() == absl::StatusCode::kDataLoss);
+  CHECK(absl::StrContains(bad.status().message(), "not an origin of node c"));
   // The same for a user revoked and added again.
   absl::StatusOr<UserCredentials> bob =
       a.node->AddUser("bob", pki::Role::kViewer);
