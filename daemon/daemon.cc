@@ -570,6 +570,20 @@ void Daemon::StartMembership(int tcp_port) {
   StartReplication();
 }
 
+bool Daemon::NameInUse(const std::string& name) const {
+  // Membership knows the members it heard of (for a day after they left),
+  // the replicated store every origin whose changes reached this node.
+  if (membership_.CertificateOf(name).ok()) return true;
+  if (objects_ == nullptr) return false;
+  absl::StatusOr<store::VersionVector> versions = objects_->Versions();
+  if (!versions.ok()) {
+    log::Warn("cannot read the version vector to check a joining name",
+              {{"name", name}, {"error", versions.status()}});
+    return false;
+  }
+  return versions->contains(name);
+}
+
 void Daemon::StartReplication() {
   identity::PeerChannels* channels =
       mesh_ != nullptr ? mesh_->channels() : nullptr;
@@ -1024,14 +1038,17 @@ absl::Status Daemon::Start() {
   RETURN_IF_ERROR(store_->RecordBoot(started_, MYCEL_VERSION, CurrentPid()));
   ASSIGN_OR_RETURN(absl::Duration node_validity, CertLifetime(config_));
   ASSIGN_OR_RETURN(absl::Duration token_retention, TokenRetention(config_));
-  ASSIGN_OR_RETURN(
-      mesh_, identity::MeshNode::Open({.state_dir = config_.state_dir(),
-                                       .node_name = config_.node_name(),
-                                       .store = store_.get(),
-                                       .trust = &trust_,
-                                       .clock = &clock_,
-                                       .node_validity = node_validity,
-                                       .token_retention = token_retention}));
+  ASSIGN_OR_RETURN(mesh_, identity::MeshNode::Open(
+                              {.state_dir = config_.state_dir(),
+                               .node_name = config_.node_name(),
+                               .store = store_.get(),
+                               .trust = &trust_,
+                               .clock = &clock_,
+                               .node_validity = node_validity,
+                               .token_retention = token_retention,
+                               .name_in_use = [this](const std::string& name) {
+                                 return NameInUse(name);
+                               }}));
   token_sweep_interval_ =
       std::clamp(token_retention / 4, absl::Seconds(1), absl::Minutes(5));
   clock_.RunAfter(token_sweep_interval_, [this] { CollectExpiredTokens(); });

@@ -139,6 +139,9 @@ class Daemon {
   // Starts replicating the shared objects once membership runs with the
   // node's mesh certificate.
   void StartReplication();
+  // Whether a node named `name` is known here beyond this node's own
+  // admissions (identity::MeshNode::Options::name_in_use).
+  bool NameInUse(const std::string& name) const;
   // The mesh's shared state this node keeps in the replicated store, on
   // the event loop: its own status (node.status), re-published when it
   // changes; on an authority, its signed revocation list; and every

@@ -470,7 +470,9 @@ absl::StatusOr<Admission> MeshNode::AdmitHere(const AdmitRequest& req) {
   const pki::RevocationList revoked = options_.trust->revocations();
   const bool name_revoked =
       revoked.IdentityRevokedAt(pki::IdentityKind::kNode, name).has_value();
-  if (name == row_->node || (existing.has_value() && !name_revoked)) {
+  const bool in_use = existing.has_value() ||
+                      (options_.name_in_use && options_.name_in_use(name));
+  if (name == row_->node || (in_use && !name_revoked)) {
     return absl::AlreadyExistsError(absl::StrCat(
         "node ", name, " is already a member of the mesh ", ca_->mesh(),
         ": join under another name (--node-name), or revoke it first (mycel "

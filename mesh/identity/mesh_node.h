@@ -103,6 +103,13 @@ class MeshNode {
     // How long an expired join token is kept (listed, and refused with
     // "expired") before CollectExpiredTokens deletes it.
     absl::Duration token_retention = absl::Hours(1);
+    // Whether a node of this name is known in the mesh beyond the nodes
+    // this node admitted or joined through (the daemon: membership knows
+    // it, or the replicated store holds changes of that origin). An
+    // authority admits a name in use only once the name is revoked, as it
+    // does for the nodes it knows. Called with the node's lock held; it
+    // must not call back into this object. Null: no such check.
+    std::function<bool(const std::string& name)> name_in_use;
   };
 
   // Loads the membership (if any) from the store and <state-dir>/mesh/,

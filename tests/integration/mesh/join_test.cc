@@ -628,6 +628,12 @@ std::string StateGet(const Node& n, const std::string& key) {
   return r.exit_code == 0 ? std::string(absl::StripAsciiWhitespace(r.out)) : "";
 }
 
+// `mycel state put key value` on `n`, which must succeed.
+void StatePut(const Node& n, const std::string& key, const std::string& value) {
+  CommandResult r = n.Local({"state", "put", key, value});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+}
+
 TEST_CASE(
     "joined nodes find each other and replicate state, across a restart") {
   Node a({"--node-name", "a"});
@@ -914,16 +920,9 @@ TEST_CASE(
   InitMesh(a);
   REQUIRE(b.daemon.Start());
   REQUIRE(Join(b, a, Token(a)).exit_code == 0);
-  auto get = [](Node& n, const std::string& key) {
-    return std::string(
-        absl::StripAsciiWhitespace(n.Local({"state", "get", key}).out));
-  };
-  auto put = [](Node& n, const std::string& key, const std::string& value) {
-    CommandResult r = n.Local({"state", "put", key, value});
-    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-  };
-  put(b, "kept", "1");
-  REQUIRE(Eventually([&] { return get(a, "kept") == "1"; }, absl::Seconds(30)));
+  StatePut(b, "kept", "1");
+  REQUIRE(Eventually([&] { return StateGet(a, "kept") == "1"; },
+                     absl::Seconds(30)));
   // A copy of b's database, taken while b is stopped (a backup, or a
   // virtual machine's snapshot).
   REQUIRE(b.daemon.Signal(SIGTERM) == 0);
@@ -931,10 +930,10 @@ TEST_CASE(
   const std::string copy = b.dir.Sub("mycel.db.copy");
   REQUIRE(WriteFileAtomic(copy, *ReadFile(db), 0600).ok());
   REQUIRE(b.daemon.Start());
-  put(b, "lost/1", "2");
-  put(b, "lost/2", "3");
-  REQUIRE(
-      Eventually([&] { return get(a, "lost/2") == "3"; }, absl::Seconds(30)));
+  StatePut(b, "lost/1", "2");
+  StatePut(b, "lost/2", "3");
+  REQUIRE(Eventually([&] { return StateGet(a, "lost/2") == "3"; },
+                     absl::Seconds(30)));
   // b comes back from the copy: it lacks lost/1 and lost/2, which a holds.
   REQUIRE(b.daemon.Signal(SIGTERM) == 0);
   REQUIRE(WriteFileAtomic(db, *ReadFile(copy), 0600).ok());
@@ -943,10 +942,11 @@ TEST_CASE(
   REQUIRE(b.daemon.Start());
   // Its first write waits until it has its changes back, and then takes
   // a number past them: a, which holds their numbers, takes it.
-  put(b, "after", "4");
-  CHECK(get(b, "lost/2") == "3");
-  CHECK(get(b, "lost/1") == "2");
-  CHECK(Eventually([&] { return get(a, "after") == "4"; }, absl::Seconds(30)));
+  StatePut(b, "after", "4");
+  CHECK(StateGet(b, "lost/2") == "3");
+  CHECK(StateGet(b, "lost/1") == "2");
+  CHECK(Eventually([&] { return StateGet(a, "after") == "4"; },
+                   absl::Seconds(30)));
   CommandResult seqs =
       a.Local({"query", "SELECT key, seq FROM kv WHERE origin='b' ORDER BY seq",
                "-o", "json"});
@@ -970,17 +970,9 @@ TEST_CASE(
   InitMesh(a);
   REQUIRE(b.daemon.Start());
   REQUIRE(Join(b, a, Token(a)).exit_code == 0);
-  auto get = [](Node& n, const std::string& key) {
-    return std::string(
-        absl::StripAsciiWhitespace(n.Local({"state", "get", key}).out));
-  };
-  auto put = [](Node& n, const std::string& key, const std::string& value) {
-    CommandResult r = n.Local({"state", "put", key, value});
-    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-  };
-  for (int i = 1; i <= 5; ++i) put(b, absl::StrCat("old/", i), "1");
-  REQUIRE(
-      Eventually([&] { return get(a, "old/5") == "1"; }, absl::Seconds(30)));
+  for (int i = 1; i <= 5; ++i) StatePut(b, absl::StrCat("old/", i), "1");
+  REQUIRE(Eventually([&] { return StateGet(a, "old/5") == "1"; },
+                     absl::Seconds(30)));
   // b's machine is lost; the operator revokes it and joins a new machine
   // under the same name, within the second.
   b.daemon.Signal(SIGKILL);
@@ -988,16 +980,17 @@ TEST_CASE(
   REQUIRE_MESSAGE(revoke.exit_code == 0, revoke.err);
   Node b2({"--node-name", "b"});
   REQUIRE(b2.daemon.Start());
-  put(b2, "before-join", "0");
+  StatePut(b2, "before-join", "0");
   CommandResult join = Join(b2, a, Token(a));
   REQUIRE_MESSAGE(join.exit_code == 0, join.err);
-  put(b2, "new", "2");
-  put(a, "from-a", "3");
-  CHECK(Eventually([&] { return get(a, "new") == "2"; }, absl::Seconds(30)));
-  CHECK(Eventually([&] { return get(a, "before-join") == "0"; },
-                   absl::Seconds(30)));
+  StatePut(b2, "new", "2");
+  StatePut(a, "from-a", "3");
   CHECK(
-      Eventually([&] { return get(b2, "from-a") == "3"; }, absl::Seconds(30)));
+      Eventually([&] { return StateGet(a, "new") == "2"; }, absl::Seconds(30)));
+  CHECK(Eventually([&] { return StateGet(a, "before-join") == "0"; },
+                   absl::Seconds(30)));
+  CHECK(Eventually([&] { return StateGet(b2, "from-a") == "3"; },
+                   absl::Seconds(30)));
   // The new node's origin is its name and its key; the old one's changes
   // stay on a under the plain name, and its node status is the new one's.
   const std::string origin =
@@ -1020,11 +1013,61 @@ TEST_CASE(
   // After a restart b2 goes on under the same origin.
   REQUIRE(b2.daemon.Signal(SIGTERM) == 0);
   REQUIRE(b2.daemon.Start());
-  put(b2, "after-restart", "4");
-  CHECK(Eventually([&] { return get(a, "after-restart") == "4"; },
+  StatePut(b2, "after-restart", "4");
+  CHECK(Eventually([&] { return StateGet(a, "after-restart") == "4"; },
                    absl::Seconds(30)));
   CHECK(QueryOne(a, "SELECT origin FROM kv WHERE key='after-restart'") ==
         origin);
+}
+
+// Name uniqueness across authorities: b admitted neither c nor joined
+// through it, yet knows it (membership, replicated changes), and refuses
+// another node under that name until the name is revoked.
+TEST_CASE(
+    "an authority refuses a name in use that another authority admitted, "
+    "until it is revoked") {
+  Node a({"--node-name", "a"});
+  Node b({"--node-name", "b"});
+  Node c({"--node-name", "c"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  REQUIRE(c.daemon.Start());
+  REQUIRE(Join(b, a, Token(a, {"--authority"}), {"--authority"}).exit_code ==
+          0);
+  REQUIRE(Join(c, a, Token(a)).exit_code == 0);
+  StatePut(c, "from-c", "1");
+  REQUIRE(Eventually([&] { return StateGet(b, "from-c") == "1"; },
+                     absl::Seconds(30)));
+  CHECK_FALSE(Contains(b.Local({"mesh", "peers"}).out, "c "));
+  Node d({"--node-name", "c"});
+  REQUIRE(d.daemon.Start());
+  CommandResult dup = Join(d, b, Token(b));
+  CHECK(dup.exit_code == 1);
+  CHECK_MESSAGE(Contains(dup.err, "node c is already a member of the mesh"),
+                dup.err);
+  // Revoked on a: once b has the list, it admits the name, and the new
+  // node writes as a new origin.
+  REQUIRE(a.Local({"mesh", "revoke", "c"}).exit_code == 0);
+  REQUIRE(Eventually(
+      [&] {
+        for (absl::string_view line :
+             absl::StrSplit(b.Local({"mesh", "revocations"}).out, '\n')) {
+          std::vector<absl::string_view> words =
+              absl::StrSplit(line, ' ', absl::SkipEmpty());
+          if (std::find(words.begin(), words.end(), "c") != words.end()) {
+            return true;
+          }
+        }
+        return false;
+      },
+      absl::Seconds(10)));
+  CommandResult again = Join(d, b, Token(b));
+  REQUIRE_MESSAGE(again.exit_code == 0, again.err);
+  StatePut(d, "from-d", "2");
+  CHECK(Eventually([&] { return StateGet(a, "from-d") == "2"; },
+                   absl::Seconds(30)));
+  CHECK(absl::StartsWith(
+      QueryOne(a, "SELECT origin FROM kv WHERE key='from-d'"), "c~"));
 }
 
 }  // namespace

@@ -33,7 +33,9 @@ struct Node {
   void Open() {
     objects.reset();
     store.reset();
-    auto s = Store::Open(path, Store::Options{.origin = name, .clock = clock});
+    auto s = Store::Open(
+        path, Store::Options{.origin = origin.empty() ? name : origin,
+                             .clock = clock});
     REQUIRE_MESSAGE(s.ok(), s.status().ToString());
     store = *std::move(s);
     objects = std::make_unique<ObjectStore>(store.get(), options);
@@ -71,6 +73,7 @@ struct Node {
 
   std::string path;
   std::string name;
+  std::string origin;  // the store's, when not `name`
   ManualClock* clock;
   ObjectStore::Options options;
   std::unique_ptr<Store> store;
@@ -788,13 +791,8 @@ TEST_CASE("a node adopts the origin it joined under, with what it wrote") {
   CHECK(c.Count("SELECT count(*) FROM change_log WHERE origin='c'") == 1);
   // After a restart the store opens under the adopted origin (the daemon
   // reads it from the mesh directory) and goes on past 4.
-  b.objects.reset();
-  b.store.reset();
-  auto s =
-      Store::Open(b.path, Store::Options{.origin = origin, .clock = &clock});
-  REQUIRE(s.ok());
-  b.store = *std::move(s);
-  b.objects = std::make_unique<ObjectStore>(b.store.get(), b.options);
+  b.origin = origin;
+  b.Open();
   CHECK(b.Put("kv", "after", "1").stamp.seq == 5);
   // A receiver holds b~KEYID's change to b's object as b's own.
   Node a(dir, "a", &clock);
