@@ -690,6 +690,10 @@ absl::StatusOr<size_t> ObjectStore::ApplySnapshot(const SnapshotChunk& chunk,
         return Annotate(v, absl::StrCat("snapshot row ", LogKey(o.ns, o.key),
                                         " sent by ", sender));
       }
+      if (v.GetPayload(kRefusedOriginPayload).has_value()) {
+        forged[i] = true;  // skipped; not the sender's doing
+        continue;
+      }
       if (!v.ok()) {
         if (++refused > max_refused) {
           return absl::ResourceExhaustedError(absl::StrCat(

@@ -133,6 +133,13 @@ struct GcResult {
   int64_t log_changes = 0;  // changes removed from the change log
 };
 
+// The payload of a verifier's PERMISSION_DENIED (ObjectStore::
+// ChangeVerifier) for a change whose origin this node refuses whoever sends
+// it: its certificate was revoked after the change was made, so a peer that
+// took the change before passes it on in good faith.
+inline constexpr absl::string_view kRefusedOriginPayload =
+    "type.mycel.dev/mycel.replication.RefusedOrigin";
+
 class ObjectStore {
  public:
   struct Options {
@@ -180,7 +187,9 @@ class ObjectStore {
 
   // Checks that `change` was signed by its origin: `bytes` are its
   // SigningBytes, `change.stamp.signature` the signature. PERMISSION_DENIED
-  // for a missing or wrong signature (or an origin whose key is refused);
+  // for a missing or wrong signature, or for an origin this node refuses
+  // whoever sends its changes (its certificate revoked since they were
+  // made), which carries kRefusedOriginPayload: not the sender's doing;
   // UNAVAILABLE when the origin's key is not known here yet (the change is
   // refused now and taken when it comes again).
   using ChangeVerifier = std::function<absl::Status(const ObjectChange& change,
@@ -278,7 +287,9 @@ class ObjectStore {
   // a row of ours in the chunk's range that the chunk lacks is removed when
   // the sender had seen its change (it was superseded there and collected).
   // Returns the rows skipped as the sender's doing (not signed by their
-  // origin, or another node's object). Once more than `max_refused` rows fail
+  // origin, or another node's object). Rows of an origin the verifier
+  // refuses whoever sends them (kRefusedOriginPayload) are skipped and not
+  // counted. Once more than `max_refused` rows fail
   // their signature check, it stops checking and applies nothing:
   // RESOURCE_EXHAUSTED (a sender of forged rows costs a check each). Rows
   // of ours stamped at or after `remove_before` are never removed: what

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/store/objects.h"
 #include "daemon/store/store.h"
 #include "mesh/identity/caller.h"
 #include "mesh/pki/peer_verifier.h"
@@ -121,8 +122,35 @@ absl::StatusOr<std::shared_ptr<const pki::Certificate>> OriginVerifier::Check(
 
 absl::StatusOr<std::shared_ptr<const pki::Certificate>>
 OriginVerifier::CertificateOf(absl::string_view origin) {
-  const std::string member = MemberCertificate(origin);
   const uint64_t generation = trust_->generation();
+  const std::string member = MemberCertificate(origin);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = refused_.find(origin);
+    if (it != refused_.end()) {
+      if (it->second.generation == generation && it->second.member == member) {
+        return it->second.error;
+      }
+      refused_.erase(it);
+    }
+  }
+  absl::StatusOr<std::shared_ptr<const pki::Certificate>> cert =
+      FindCertificate(origin, member, generation);
+  if (absl::IsPermissionDenied(cert.status())) {
+    absl::MutexLock lock(&mu_);
+    // Only origins with a certificate known here get this far (a name
+    // with none is UNAVAILABLE): bounded by the origins held and kept.
+    if (refused_.size() >= 4096) refused_.clear();
+    refused_.insert_or_assign(std::string(origin),
+                              Refused{generation, member, cert.status()});
+  }
+  return cert;
+}
+
+absl::StatusOr<std::shared_ptr<const pki::Certificate>>
+OriginVerifier::FindCertificate(absl::string_view origin,
+                                const std::string& member,
+                                uint64_t generation) {
   // The certificate checked before for `der`, if it still holds.
   auto cached =
       [&](const std::string& der) -> std::shared_ptr<const pki::Certificate> {
@@ -151,6 +179,11 @@ OriginVerifier::CertificateOf(absl::string_view origin) {
     der = Kept(origin);
     if (std::shared_ptr<const pki::Certificate> c = cached(der)) return c;
   }
+  if (der.empty() && PlainOriginRevoked(origin)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "origin ", origin, ": node ", origin,
+        " is revoked, and no certificate of its own is known here"));
+  }
   if (der.empty()) {
     absl::Status unknown = absl::UnavailableError(absl::StrCat(
         "no certificate of origin ", origin,
@@ -168,6 +201,12 @@ OriginVerifier::CertificateOf(absl::string_view origin) {
       std::string(origin),
       Checked{std::move(der), cert, generation, std::move(passed_over)});
   return cert;
+}
+
+bool OriginVerifier::Refuses(absl::string_view origin) {
+  absl::StatusOr<std::shared_ptr<const pki::Certificate>> cert =
+      CertificateOf(origin);
+  return !cert.ok() && absl::IsPermissionDenied(cert.status());
 }
 
 bool OriginVerifier::Knows(absl::string_view origin) {
@@ -237,7 +276,14 @@ absl::Status OriginVerifier::Verify(const store::ObjectChange& change,
   absl::StatusOr<std::shared_ptr<const pki::Certificate>> cert =
       CertificateOf(change.stamp.origin);
   if (!cert.ok()) {
-    return Annotate(cert.status(), Describe(change));
+    absl::Status s = Annotate(cert.status(), Describe(change));
+    // The certificate known for the origin is refused (revoked since):
+    // whoever sends the change took it in good faith.
+    if (absl::IsPermissionDenied(s)) {
+      s.SetPayload(store::kRefusedOriginPayload,
+                   absl::Cord(change.stamp.origin));
+    }
+    return s;
   }
   if (!pki::VerifySha256(**cert, bytes, change.stamp.signature).ok()) {
     return absl::PermissionDeniedError(

@@ -82,6 +82,11 @@ class OriginVerifier {
   absl::Status Verify(const store::ObjectChange& change,
                       absl::string_view bytes) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Whether `origin`'s changes are refused whatever they say: a plain name
+  // revoked as a node, or an origin whose known certificate Trust refuses
+  // (revoked). False for an origin not known here. Thread-safe.
+  bool Refuses(absl::string_view origin) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Certificates parsed and checked against Trust (cache misses).
   uint64_t certificate_checks() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -133,9 +138,15 @@ class OriginVerifier {
       absl::string_view origin, const std::string& der)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The origin's certificate, checked against Trust (cached while the
-  // certificate and Trust's generation stay the same).
+  // certificate and Trust's generation stay the same; a refusal while the
+  // generation does).
   absl::StatusOr<std::shared_ptr<const pki::Certificate>> CertificateOf(
       absl::string_view origin) ABSL_LOCKS_EXCLUDED(mu_);
+  // CertificateOf without the cache of refusals; `member` is
+  // MemberCertificate(origin).
+  absl::StatusOr<std::shared_ptr<const pki::Certificate>> FindCertificate(
+      absl::string_view origin, const std::string& member, uint64_t generation)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // `cert` checked against Trust as a node's certificate: the node's name.
   absl::StatusOr<std::string> NodeOf(const pki::Certificate& cert)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -155,6 +166,15 @@ class OriginVerifier {
   // Memory (written through); "" records that Memory has none.
   absl::flat_hash_map<std::string, std::string> kept_ ABSL_GUARDED_BY(mu_);
   uint64_t certificate_checks_ ABSL_GUARDED_BY(mu_) = 0;
+  // Origins whose certificate was refused (PERMISSION_DENIED), with the
+  // Trust generation then and the error: a change of such an origin costs
+  // no parse until the generation moves.
+  struct Refused {
+    uint64_t generation = 0;
+    std::string member;  // membership's certificate then
+    absl::Status error;
+  };
+  absl::flat_hash_map<std::string, Refused> refused_ ABSL_GUARDED_BY(mu_);
 };
 
 // Signs this node's changes (store::ChangeSigner) with `key`.

@@ -50,6 +50,11 @@ class ReplicaLog {
   // The certificate (DER) this node holds for `origin`, to hand to a peer
   // that lacks it; empty when none.
   virtual std::string CertificateFor(absl::string_view origin) { return {}; }
+  // Whether this node now refuses `origin`'s changes whoever sends them
+  // (its certificate revoked since they were taken): every node refuses
+  // them, so they are not streamed to a peer that lacks them, nor counted
+  // in its lag.
+  virtual bool OriginRefused(absl::string_view origin) { return false; }
   // A certificate a peer handed over: the origin it is for, once checked
   // and kept. FAILED_PRECONDITION when `wanted` refuses that origin;
   // ALREADY_EXISTS when this node has one for it (it keeps its own);
@@ -117,6 +122,9 @@ class ObjectStoreLog final : public ReplicaLog {
   std::string CertificateFor(absl::string_view origin) override {
     return verifier_ == nullptr ? std::string()
                                 : verifier_->CertificateFor(origin);
+  }
+  bool OriginRefused(absl::string_view origin) override {
+    return verifier_ != nullptr && verifier_->Refuses(origin);
   }
   absl::StatusOr<std::string> OfferCertificate(
       absl::string_view der,

@@ -332,6 +332,8 @@ absl::Status Replicator::ReceiveAll(
 
 void Replicator::ChargeRefusal(absl::string_view peer, const absl::Status& s,
                                absl::Time now) {
+  // A change of an origin revoked since the peer took it: not its doing.
+  if (s.GetPayload(store::kRefusedOriginPayload).has_value()) return;
   if (absl::IsPermissionDenied(s) || absl::IsInvalidArgument(s)) {
     ChargeRefusals(peer, 1, now);
   }
@@ -594,7 +596,10 @@ void Replicator::StartStream(const std::string& peer,
   }
   std::set<std::string> lacking;
   for (const auto& [origin, seq] : held_) {
-    if (seq > store::SeqAt(theirs, origin)) lacking.insert(origin);
+    // Not what every node refuses now (a revoked origin's).
+    if (seq > store::SeqAt(theirs, origin) && !log_->OriginRefused(origin)) {
+      lacking.insert(origin);
+    }
   }
   if (lacking.empty()) return;
   if (streams_.size() >= static_cast<size_t>(options_.max_streams)) return;

@@ -282,6 +282,10 @@ class Replicator {
   const store::VersionVector& versions() const { return held_; }
   // The origin of this node's changes (ReplicatorOptions::origin).
   const std::string& origin() const { return options_.origin; }
+  // ReplicaLog::OriginRefused.
+  bool OriginRefused(absl::string_view origin) const {
+    return log_->OriginRefused(origin);
+  }
   // The same on every node for the same vector.
   static uint64_t Fingerprint(const store::VersionVector& v);
   // Each peer's vector, from its last digest: how far behind it is.

@@ -1010,6 +1010,20 @@ TEST_CASE(
   CHECK(b2.Local({"state", "get", "old/5"}).exit_code == 1);
   CHECK_FALSE(Contains(a.daemon.Log(), "quarantin"));
   CHECK_FALSE(Contains(b2.daemon.Log(), "quarantin"));
+  // a does not count b's predecessor's changes as b's lag: nobody takes
+  // them any more.
+  CHECK(Eventually(
+      [&] {
+        for (absl::string_view line :
+             absl::StrSplit(a.Local({"mesh", "members"}).out, '\n')) {
+          if (absl::StartsWith(line, "b ")) {
+            return absl::EndsWith(absl::StripTrailingAsciiWhitespace(line),
+                                  " 0");
+          }
+        }
+        return false;
+      },
+      absl::Seconds(10)));
   // After a restart b2 goes on under the same origin.
   REQUIRE(b2.daemon.Signal(SIGTERM) == 0);
   REQUIRE(b2.daemon.Start());

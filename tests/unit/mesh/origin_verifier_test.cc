@@ -221,7 +221,23 @@ TEST_CASE("a revoked origin's changes are refused, even those cached") {
   pki::RevocationList revoked;
   REQUIRE(revoked.RevokeIdentity(pki::IdentityKind::kNode, "a", T0()).ok());
   f.trust.SetRevocations(std::move(revoked));
-  CHECK(Refused(f.Verify(c), absl::StatusCode::kPermissionDenied, "revoked"));
+  absl::Status s = f.Verify(c);
+  CHECK(Refused(s, absl::StatusCode::kPermissionDenied, "revoked"));
+  // Not the sender's doing (it took the change before the revocation); and
+  // checked once while the list and membership's certificate stay.
+  CHECK(s.GetPayload(store::kRefusedOriginPayload).has_value());
+  CHECK(f.verifier.Refuses("a"));
+  const uint64_t checks = f.verifier.certificate_checks();
+  for (int i = 0; i < 100; ++i) CHECK(!f.Verify(c).ok());
+  CHECK(f.verifier.certificate_checks() == checks);
+  // A forgery of a live origin is the sender's doing: no such payload.
+  store::ObjectChange forged = Change("b", "1");
+  Sign(f.ids["a"], &forged);
+  absl::Status f2 = f.Verify(forged);
+  CHECK(absl::IsPermissionDenied(f2));
+  CHECK_FALSE(f2.GetPayload(store::kRefusedOriginPayload).has_value());
+  CHECK_FALSE(f.verifier.Refuses("b"));
+  CHECK_FALSE(f.verifier.Refuses("stranger"));
 }
 
 // A node revoked and admitted again under its name writes as origin
@@ -279,6 +295,14 @@ TEST_CASE("a node admitted again under a revoked name is origin NAME~KEYID") {
     return g.Verify(c, store::ObjectStore::SigningBytes(c));
   };
   REQUIRE(verify(fresh).code() == absl::StatusCode::kUnavailable);
+  // The plain name's changes: refused as revoked, though no certificate of
+  // it is known here; no certificate is asked for them.
+  absl::Status revoked_plain = verify(old);
+  CHECK(Refused(revoked_plain, absl::StatusCode::kPermissionDenied,
+                "node b is revoked"));
+  CHECK(revoked_plain.GetPayload(store::kRefusedOriginPayload).has_value());
+  CHECK(g.Refuses("b"));
+  CHECK_FALSE(g.Refuses(origin));
   auto plain = [](absl::string_view o) { return o == "b"; };
   CHECK(Refused(g.Offer(b2.cert_der, plain).status(),
                 absl::StatusCode::kFailedPrecondition, "not asked for"));

@@ -494,6 +494,42 @@ TEST_CASE(
         c.pki().ids.at("node-0").der);
 }
 
+// Every node refuses a revoked origin's changes from the revocation on
+// (docs/replication.md), so a peer does not stream them to a node that
+// lacks them, again at every round, nor count them in its lag.
+TEST_CASE("a revoked origin's changes are not streamed, nor counted as lag") {
+  Cluster c(3, /*signed_changes=*/true);
+  c.Stop(c.node(2));  // joins later
+  c.SetMembers();
+  c.RunFor(absl::Milliseconds(10));
+  for (int i = 0; i < 20; ++i) c.Put(0, absl::StrCat("gone/", i), "1");
+  c.Put(1, "kept", "1");
+  c.RunFor(absl::Milliseconds(100));
+  REQUIRE(c.Get(1, "gone/19") == "1");
+  c.Stop(c.node(0));
+  pki::RevocationList revoked;
+  REQUIRE(revoked
+              .RevokeIdentity(pki::IdentityKind::kNode, "node-0",
+                              pki::testing::T0() + absl::Minutes(1))
+              .ok());
+  c.pki().trust.SetRevocations(revoked);
+  c.Start(2);
+  c.SetMembers();
+  c.RunFor(absl::Seconds(30));
+  CHECK(c.Get(2, "kept") == "1");
+  CHECK(c.Get(2, "gone/0") == std::nullopt);
+  const ReplicatorStats receiver = c.node(2).driver->Stats().replicator;
+  CHECK(receiver.changes_refused == 0);
+  CHECK(receiver.certificates_asked == 0);
+  std::vector<PeerLag> lag = c.node(1).driver->Lag();
+  REQUIRE(lag.size() == 1);
+  CHECK(lag[0].name == "node-2");
+  CHECK(lag[0].known);
+  CHECK(lag[0].changes_behind == 0);
+  // node-1 keeps what it took.
+  CHECK(c.Get(1, "gone/19") == "1");
+}
+
 TEST_CASE("certificates a peer was not asked for are not even parsed") {
   Cluster c(2, /*signed_changes=*/true);
   v1::ReplicationMessage m;

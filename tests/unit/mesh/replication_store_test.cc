@@ -804,6 +804,48 @@ TEST_CASE("a node adopts the origin it joined under, with what it wrote") {
   CHECK(other.status().code() == absl::StatusCode::kPermissionDenied);
 }
 
+// A peer that took an origin's changes before the origin was revoked
+// hands them on in a snapshot in good faith: the rows are skipped, the
+// rest of the chunk applied, and nothing counted against the sender.
+TEST_CASE("a snapshot's rows of a refused origin are skipped, not counted") {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Node a(dir, "a", &clock);
+  a.store->SetChangeSigner(FakeSigner("a"));
+  a.Put("kv", "from-a", "1");
+  Node x(dir, "x", &clock);
+  x.store->SetChangeSigner(FakeSigner("x"));
+  for (int i = 0; i < 40; ++i) x.Put("kv", absl::StrCat("from-x/", i), "1");
+  // a holds x's changes, then x is revoked.
+  for (int64_t seq = 1; seq <= 40; ++seq) {
+    auto log = x.objects->ReadChanges("x", seq - 1, 1 << 20);
+    REQUIRE(log.ok());
+    REQUIRE(a.objects->ApplyRemote(log->changes[0], "x").ok());
+  }
+  Node r(dir, "r", &clock);
+  r.objects->SetChangeVerifier(
+      [](const ObjectChange& c, absl::string_view bytes) {
+        if (c.stamp.origin == "x") {
+          absl::Status s = absl::PermissionDeniedError("x is revoked");
+          s.SetPayload(kRefusedOriginPayload, absl::Cord("x"));
+          return s;
+        }
+        if (c.stamp.signature != FakeSignature(c.stamp.origin, bytes)) {
+          return absl::PermissionDeniedError("signature: not the origin's");
+        }
+        return absl::OkStatus();
+      });
+  auto snap = a.objects->ReadSnapshot({}, 1 << 20);
+  REQUIRE(snap.ok());
+  REQUIRE(snap->rows.size() == 41);
+  // Far fewer refusals allowed than x's rows: none is spent on them.
+  absl::StatusOr<size_t> refused = r.objects->ApplySnapshot(*snap, "a", 2);
+  REQUIRE_MESSAGE(refused.ok(), refused.status().ToString());
+  CHECK(*refused == 0);
+  CHECK(r.Value("kv", "from-a") == "1");
+  CHECK(r.Value("kv", "from-x/0") == std::nullopt);
+}
+
 TEST_CASE("a resync cannot claim changes an origin never signed") {
   // m, a member, answers r's digest with a one-chunk "snapshot" that claims
   // a's changes up to 1,000,000: taken as true, r would hold them as seen
