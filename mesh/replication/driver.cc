@@ -163,10 +163,12 @@ class ReplicationDriver::Core : public std::enable_shared_from_this<Core> {
       if (it != r_->peer_versions().end()) {
         lag.known = true;
         for (const auto& [origin, seq] : mine) {
-          if (r_->OriginRefused(origin)) continue;  // nobody takes them
           auto theirs = it->second.find(origin);
           int64_t held = theirs == it->second.end() ? 0 : theirs->second;
-          if (seq > held) lag.changes_behind += seq - held;
+          // Not a revoked origin's changes: nobody takes them.
+          if (seq > held && !r_->OriginRefused(origin)) {
+            lag.changes_behind += seq - held;
+          }
         }
       }
       out.push_back(std::move(lag));
