@@ -256,16 +256,42 @@ bool MeshNode::AdmitsJoins() {
     absl::MutexLock lock(&mu_);
     if (!ca_.has_value()) return false;
   }
+  // Asked at every handshake without a certificate and every TCP accept:
+  // the answer holds until a token changes here or the first open token
+  // expires, so the table is read once per change, not per connection.
+  const absl::Time now = options_.clock->Now();
+  uint64_t generation = 0;
+  {
+    absl::MutexLock lock(&admits_mu_);
+    if (admits_.generation == token_generation_ && now < admits_.until) {
+      return admits_.open;
+    }
+    generation = token_generation_;
+  }
   absl::StatusOr<std::vector<pki::StoredJoinToken>> tokens =
       store_.ListTokens();
   // A store that cannot list the tokens cannot take a use of one either:
   // no join could succeed, so none is served.
   if (!tokens.ok()) return false;
-  const absl::Time now = options_.clock->Now();
+  bool open = false;
+  absl::Time until = absl::InfiniteFuture();
   for (const pki::StoredJoinToken& t : *tokens) {
-    if (!t.revoked && t.uses_left > 0 && t.expires > now) return true;
+    if (!t.revoked && t.uses_left > 0 && t.expires > now) {
+      open = true;
+      until = std::min(until, t.expires);
+    }
   }
-  return false;
+  absl::MutexLock lock(&admits_mu_);
+  // Kept only if no token changed while the table was read.
+  if (token_generation_ == generation) {
+    admits_ = {.generation = generation, .open = open, .until = until};
+  }
+  return open;
+}
+
+void MeshNode::TokensChanged() {
+  absl::MutexLock lock(&admits_mu_);
+  ++token_generation_;
 }
 
 std::optional<NodeCredentials> MeshNode::Credentials() const {
@@ -299,7 +325,9 @@ MeshNode::CreateToken(absl::Duration ttl, int64_t uses, bool authority) {
   const absl::Time now = options_.clock->Now();
   pki::StoredJoinToken stored = token.ToStored(now, now + ttl, uses);
   stored.authority = authority;
-  RETURN_IF_ERROR(store_.InsertToken(stored));
+  absl::Status inserted = store_.InsertToken(stored);
+  TokensChanged();
+  RETURN_IF_ERROR(inserted);
   if (token_listener_) token_listener_(stored.id);
   return std::make_pair(token.ToString(), stored);
 }
@@ -319,7 +347,9 @@ absl::StatusOr<pki::StoredJoinToken> MeshNode::GetToken(const std::string& id) {
 
 absl::Status MeshNode::RevokeToken(const std::string& id) {
   RETURN_IF_ERROR(pki::ValidateJoinTokenId(id));
-  RETURN_IF_ERROR(store_.RevokeToken(id));
+  absl::Status revoked = store_.RevokeToken(id);
+  TokensChanged();
+  RETURN_IF_ERROR(revoked);
   if (token_listener_) token_listener_(id);
   return absl::OkStatus();
 }
@@ -420,7 +450,9 @@ absl::StatusOr<bool> MeshNode::MergeSignedToken(absl::string_view key,
   // Collected here already (or about to be): a late copy does not bring
   // it back.
   if (TokenCollectable(t.expires)) return false;
-  return store_.MergeToken(t);
+  absl::StatusOr<bool> merged = store_.MergeToken(t);
+  TokensChanged();
+  return merged;
 }
 
 absl::StatusOr<Admission> MeshNode::AdmitHere(const AdmitRequest& req) {
@@ -485,7 +517,9 @@ absl::StatusOr<Admission> MeshNode::AdmitHere(const AdmitRequest& req) {
                      "\" is not HOST:PORT (the joining node must serve the "
                      "mesh: start it with --listen)"));
   }
-  RETURN_IF_ERROR(store_.ConsumeToken(req.token_id));
+  absl::Status consumed = store_.ConsumeToken(req.token_id);
+  TokensChanged();
+  RETURN_IF_ERROR(consumed);
   ASSIGN_OR_RETURN(
       pki::Certificate cert,
       ca_->Issue(csr,

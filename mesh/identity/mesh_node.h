@@ -7,6 +7,7 @@
 #ifndef MYCEL_MESH_IDENTITY_MESH_NODE_H_
 #define MYCEL_MESH_IDENTITY_MESH_NODE_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -342,7 +343,21 @@ class MeshNode {
   std::function<void()> revoked_listener_;
   std::function<void(const std::string&)> token_listener_;
   MeshStore store_;
+  // A token was made, used, revoked or merged here: AdmitsJoins reads the
+  // table again.
+  void TokensChanged() ABSL_LOCKS_EXCLUDED(admits_mu_);
+
   mutable absl::Mutex mu_;
+  // AdmitsJoins's last answer, good while no token changed (`generation`
+  // is token_generation_ then) and before `until`.
+  struct AdmitsAnswer {
+    uint64_t generation = UINT64_MAX;
+    bool open = false;
+    absl::Time until = absl::InfinitePast();
+  };
+  absl::Mutex admits_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  uint64_t token_generation_ ABSL_GUARDED_BY(admits_mu_) = 0;
+  AdmitsAnswer admits_ ABSL_GUARDED_BY(admits_mu_);
   std::optional<MeshRow> row_ ABSL_GUARDED_BY(mu_);
   std::optional<pki::CertificateAuthority> ca_ ABSL_GUARDED_BY(mu_);
   std::optional<pki::Certificate> ca_cert_ ABSL_GUARDED_BY(mu_);

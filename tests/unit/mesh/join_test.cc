@@ -535,6 +535,61 @@ TEST_CASE(
         absl::StatusCode::kFailedPrecondition);
 }
 
+// AdmitsJoins is asked at every TCP accept and every handshake without a
+// certificate; its answer is kept until a token changes or expires. Every
+// change must show at once.
+TEST_CASE("an authority admits joins exactly while a token is open") {
+  TestNode a("a"), b("b"), c("c");
+  CHECK_FALSE(a.node->AdmitsJoins());  // not in a mesh
+  REQUIRE(a.node->Init("test", "admin").ok());
+  CHECK_FALSE(a.node->AdmitsJoins());  // no token
+  CHECK_FALSE(a.node->AdmitsJoins());
+  auto one_use = a.node->CreateToken(absl::Hours(1), 1, true);
+  REQUIRE(one_use.ok());
+  CHECK(a.node->AdmitsJoins());
+  CHECK(a.node->AdmitsJoins());
+  // Its one use taken by a join: closed.
+  auto prepared = b.node->PrepareJoin("test");
+  REQUIRE(prepared.ok());
+  AdmitRequest req = Request(one_use->first, prepared->second);
+  req.authority = true;
+  absl::StatusOr<Admission> admitted = a.node->Admit(req);
+  REQUIRE(admitted.ok());
+  REQUIRE(b.node
+              ->CompleteJoin(std::move(prepared->first), *admitted,
+                             "127.0.0.1:7000")
+              .ok());
+  CHECK_FALSE(a.node->AdmitsJoins());
+  // A short one: open until it expires.
+  auto brief = a.node->CreateToken(absl::Seconds(10), 5, false);
+  REQUIRE(brief.ok());
+  CHECK(a.node->AdmitsJoins());
+  Clock().Advance(absl::Seconds(9));
+  CHECK(a.node->AdmitsJoins());
+  Clock().Advance(absl::Seconds(2));
+  CHECK_FALSE(a.node->AdmitsJoins());
+  // Revoked: closed.
+  auto revoked = a.node->CreateToken(absl::Hours(1), 5, false);
+  REQUIRE(revoked.ok());
+  CHECK(a.node->AdmitsJoins());
+  REQUIRE(a.node->RevokeToken(revoked->second.id).ok());
+  CHECK_FALSE(a.node->AdmitsJoins());
+  // Another authority's token, merged from the replicated store: open on
+  // b, which made none; closed there when its revocation is merged.
+  CHECK_FALSE(b.node->AdmitsJoins());
+  auto shared = a.node->CreateToken(absl::Hours(1), 5, false);
+  REQUIRE(shared.ok());
+  const std::string id = shared->second.id;
+  REQUIRE(*b.node->MergeSignedToken(id, *a.node->SignedToken(id)));
+  CHECK(b.node->AdmitsJoins());
+  REQUIRE(a.node->RevokeToken(id).ok());
+  REQUIRE(*b.node->MergeSignedToken(id, *a.node->SignedToken(id)));
+  CHECK_FALSE(b.node->AdmitsJoins());
+  // c is no authority: never.
+  REQUIRE(Join(a, c, false).ok());
+  CHECK_FALSE(c.node->AdmitsJoins());
+}
+
 TEST_CASE("join limiter: a source's failures are bounded, per source") {
   JoinLimiter limiter({.burst = 3, .refill = absl::Seconds(10)});
   absl::Time t = absl::UnixEpoch();
