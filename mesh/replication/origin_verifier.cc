@@ -19,6 +19,16 @@ std::string Describe(const store::ObjectChange& c) {
   return absl::StrCat("change ", c.stamp.origin, ":", c.stamp.seq);
 }
 
+// A node name, or NAME~KEYID with a KEYID of kKeyIdDigits lower-case hex
+// digits: "b~" or "~x" would pass for another form of a node's origin.
+bool WellFormed(absl::string_view origin) {
+  const size_t at = origin.find(store::kOriginKeySeparator);
+  if (at == absl::string_view::npos) return !origin.empty();
+  const absl::string_view key = origin.substr(at + 1);
+  return at > 0 && key.size() == pki::kKeyIdDigits &&
+         key.find_first_not_of("0123456789abcdef") == absl::string_view::npos;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> OriginVerifier::NodeOf(
@@ -272,6 +282,10 @@ absl::Status OriginVerifier::Verify(const store::ObjectChange& change,
   if (change.stamp.signature.empty()) {
     return absl::PermissionDeniedError(
         absl::StrCat(Describe(change), ": unsigned (signature: empty)"));
+  }
+  if (!WellFormed(change.stamp.origin)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        Describe(change), ": origin: not a node name nor NAME~KEYID"));
   }
   absl::StatusOr<std::shared_ptr<const pki::Certificate>> cert =
       CertificateOf(change.stamp.origin);

@@ -88,6 +88,14 @@ TEST_CASE("a crashed node is declared dead by every live node in bounds") {
   CHECK(r.fp_declarations == 0);
 }
 
+// 200 healthy nodes for `duration` with `loss` of every message lost.
+Report Soak(uint64_t seed, double loss, absl::Duration duration) {
+  ScenarioOptions o = Options("soak", 200, seed);
+  o.sim.network.loss = loss;
+  o.duration = duration;
+  return Run(o);
+}
+
 TEST_CASE("no false positives at 10% message loss over five minutes") {
   // Eight seeds: before stale suspicions were answered with the refuting
   // record (Membership::CorrectStaleAccusation), 12 of seeds 1-25 ended in
@@ -95,10 +103,7 @@ TEST_CASE("no false positives at 10% message loss over five minutes") {
   // every copy of a refutation declaring a live member dead.
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     CAPTURE(seed);
-    ScenarioOptions o = Options("soak", 200, seed);
-    o.sim.network.loss = 0.1;
-    o.duration = absl::Minutes(5);
-    const Report r = Run(o);
+    const Report r = Soak(seed, 0.1, absl::Minutes(5));
     // The loss is real: probes fail and members get suspected...
     CHECK(r.suspicions > 0);
     CHECK(r.refutations > 100);
@@ -113,14 +118,11 @@ TEST_CASE("no false positives at 10% message loss over five minutes") {
 TEST_CASE("at 20% message loss, false deaths stay rare and local") {
   // At 20% loss 200 nodes refute about 14 suspicions a second. Before
   // stale suspicions were answered, 16 of seeds 1-25 ended in false deaths
-  // (33 in all over 5 minutes); with the answers, none of the 25 did. What
-  // must hold in any case:
+  // (33 in all over 5 minutes); with the answers, one of the 25 did (one
+  // false death, held 0.19 s). What must hold in any case:
   for (uint64_t seed = 3; seed <= 5; ++seed) {
     CAPTURE(seed);
-    ScenarioOptions o = Options("soak", 200, seed);
-    o.sim.network.loss = 0.2;
-    o.duration = absl::Minutes(3);
-    const Report r = Run(o);
+    const Report r = Soak(seed, 0.2, absl::Minutes(3));
     CHECK(r.refutations > 1000);
     // Each false death stays with the one node that declared it: everyone
     // else holds the refuted, higher incarnation and ignores it.

@@ -271,6 +271,18 @@ TEST_CASE("a node admitted again under a revoked name is origin NAME~KEYID") {
   Sign(b2, &claim);
   CHECK(!f.Verify(claim).ok());
   CHECK(f.kept["b"] == f.ids["b"].cert_der);
+  // Other spellings of b's origins: refused as the sender's doing, never
+  // checked as b's plain name.
+  for (const std::string& bad :
+       {std::string("b~"), std::string("~") + origin.substr(2), origin + "0",
+        std::string("b~0123456789AB"), std::string("b~0123456789a~")}) {
+    CAPTURE(bad);
+    store::ObjectChange spelled = Change(bad, "1");
+    Sign(b2, &spelled);
+    absl::Status refused = f.Verify(spelled);
+    CHECK(Refused(refused, absl::StatusCode::kPermissionDenied, "origin: not"));
+    CHECK_FALSE(refused.GetPayload(store::kRefusedOriginPayload).has_value());
+  }
   // A key id that no certificate of b has: unknown, not b2's.
   store::ObjectChange wrong = Change("b~000000000000", "4");
   Sign(b2, &wrong);
