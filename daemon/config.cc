@@ -270,6 +270,17 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_watches: want a number from 1 to ", kMaxWatches));
   }
+  if (config.has_max_log_streams() &&
+      (config.max_log_streams() < 1 ||
+       config.max_log_streams() > kMaxWatches)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_log_streams: want a number from 1 to ", kMaxWatches));
+  }
+  if (config.has_max_waits() &&
+      (config.max_waits() < 1 || config.max_waits() > kMaxWatches)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_waits: want a number from 1 to ", kMaxWatches));
+  }
   int tls = !config.tls_cert().empty() + !config.tls_key().empty() +
             !config.tls_ca().empty();
   if (tls != 0 && tls != 3) {

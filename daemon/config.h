@@ -71,7 +71,7 @@ inline constexpr int kMaxCellPool = 16;
 // The largest connections_per_source (and open_connections_per_source)
 // accepted.
 inline constexpr int kMaxConnectionsPerSource = 100000;
-// The largest max_watches accepted.
+// The largest max_watches (and max_log_streams, max_waits) accepted.
 inline constexpr int kMaxWatches = 1000000;
 
 // Checks values: log level, HOST:PORT syntax, TLS files given all together.

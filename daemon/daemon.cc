@@ -220,7 +220,28 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
   auto set = std::make_unique<ServiceSet>();
   set->node = std::make_unique<NodeService>(std::move(params));
   set->cells = std::make_unique<CellsService>(manager, &io_);
-  set->executables = std::make_unique<ExecutablesService>(manager, &io_);
+  if (log_streams_ == nullptr) {
+    // A log stream holds up to two descriptors (the log and its rotated
+    // part): they may take half of the daemon's, no more, whatever the
+    // setting says.
+    int max_log_streams = config_.max_log_streams();
+    if (open_files_ != 0 && open_files_ != RLIM_INFINITY &&
+        static_cast<rlim_t>(max_log_streams) > open_files_ / 4) {
+      max_log_streams = std::max<int>(1, static_cast<int>(open_files_ / 4));
+      log::Warn(
+          "max_log_streams lowered to fit the open file limit (each log "
+          "stream holds up to two descriptors)",
+          {{"max_log_streams", static_cast<int64_t>(config_.max_log_streams())},
+           {"now", static_cast<int64_t>(max_log_streams)},
+           {"open_file_limit", static_cast<uint64_t>(open_files_)}});
+    }
+    log_streams_ = std::make_unique<CallSlots>(max_log_streams, "log streams",
+                                               "max_log_streams");
+    waits_ =
+        std::make_unique<CallSlots>(config_.max_waits(), "waits", "max_waits");
+  }
+  set->executables = std::make_unique<ExecutablesService>(
+      manager, &io_, log_streams_.get(), waits_.get());
   set->membership =
       std::make_unique<MembershipService>(&membership_, &replication_);
   if (mesh_ != nullptr) {
@@ -1017,6 +1038,7 @@ absl::Status Daemon::Start() {
   absl::StatusOr<OpenFileLimit> files = RaiseOpenFileLimit();
   if (files.ok()) {
     open_file_limit_ = files->soft_before;
+    open_files_ = files->soft;
     if (files->soft != files->soft_before) {
       log::Info("raised the open file limit",
                 {{"from", static_cast<uint64_t>(files->soft_before)},

@@ -194,6 +194,10 @@ class Daemon {
   std::unique_ptr<store::ObjectStore> objects_;
   std::unique_ptr<store::StateStore> state_;
   std::unique_ptr<StateWatchers> state_watchers_;
+  // Executables.Logs streams and Wait calls open at once, both sockets
+  // (max_log_streams, max_waits); made with the first service set.
+  std::unique_ptr<CallSlots> log_streams_;
+  std::unique_ptr<CallSlots> waits_;
   Reaper reaper_;
   std::unique_ptr<cells::LogKeeperClient> log_keeper_;
   std::unique_ptr<cells::CellManager> cells_;
@@ -240,6 +244,9 @@ class Daemon {
   // The soft open-file limit the daemon was started with, which its
   // workloads get back (0: unknown, they keep the daemon's).
   rlim_t open_file_limit_ = 0;
+  // The daemon's own, once raised (RLIM_INFINITY when unlimited; 0 when
+  // unknown).
+  rlim_t open_files_ = 0;
   boost::asio::signal_set signals_;
   bool stopping_ = false;
   // Compiles the default seccomp profile off the start-up path; joined

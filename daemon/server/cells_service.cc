@@ -67,9 +67,12 @@ namespace {
 // A unary call that ends when an executable does (Wait, Stop).
 class EndReactor final : public grpc::ServerUnaryReactor {
  public:
-  EndReactor(boost::asio::io_context* io, mycel::v1::Executable* response)
+  EndReactor(boost::asio::io_context* io, mycel::v1::Executable* response,
+             std::optional<CallSlots::Slot> slot = std::nullopt)
       : state_(std::make_shared<ReactorState<EndReactor>>(io, this)),
-        response_(response) {}
+        response_(response) {
+    state_->Hold(std::move(slot));
+  }
 
   // What the manager calls when the executable has ended (on any thread,
   // with its lock held): hand it to the loop.
@@ -198,7 +201,13 @@ grpc::Status ExecutablesService::List(
 grpc::ServerUnaryReactor* ExecutablesService::Wait(
     grpc::CallbackServerContext*, const mycel::v1::ExecutableRef* req,
     mycel::v1::Executable* resp) {
-  auto* r = new EndReactor(io_, resp);
+  absl::StatusOr<CallSlots::Slot> slot = waits_->Take("wait");
+  if (!slot.ok()) {
+    auto* r = new EndReactor(io_, resp);
+    r->FinishNow(ToGrpc(slot.status()));
+    return r;
+  }
+  auto* r = new EndReactor(io_, resp, *std::move(slot));
   if (!manager_.ok()) {
     r->FinishNow(ToGrpc(manager_.status()));
     return r;
@@ -215,7 +224,11 @@ grpc::ServerWriteReactor<mycel::v1::LogChunk>* ExecutablesService::Logs(
     return new FailedWriteReactor<mycel::v1::LogChunk>(
         ToGrpc(manager_.status()));
   }
-  return new LogsReactor(*manager_, io_, *req);
+  absl::StatusOr<CallSlots::Slot> slot = log_streams_->Take("logs");
+  if (!slot.ok()) {
+    return new FailedWriteReactor<mycel::v1::LogChunk>(ToGrpc(slot.status()));
+  }
+  return new LogsReactor(*manager_, io_, *req, *std::move(slot));
 }
 
 }  // namespace mycel

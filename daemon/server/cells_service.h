@@ -3,15 +3,18 @@
 // status codes.
 //
 // Calls that wait (Wait, Stop, Logs with follow, Run) use gRPC's callback
-// API: they hold no server thread while they wait, so any number of them
-// can be open without starving the other calls. Their reactors run their
-// logic on the daemon's event loop (see reactor_state.h).
+// API: they hold no server thread while they wait, so that they do not
+// starve the other calls. Their reactors run their logic on the daemon's
+// event loop (see reactor_state.h). Logs streams and Wait calls, which
+// the `read` rule admits, are capped (CallSlots): each holds files or
+// memory until its client lets it go.
 #ifndef MYCEL_DAEMON_SERVER_CELLS_SERVICE_H_
 #define MYCEL_DAEMON_SERVER_CELLS_SERVICE_H_
 
 #include <boost/asio/io_context.hpp>
 
 #include "cells/cells.h"
+#include "daemon/server/call_slots.h"
 #include "mycel/v1/cells.grpc.pb.h"
 
 namespace mycel {
@@ -44,7 +47,9 @@ class CellsService final : public mycel::v1::Cells::WithCallbackMethod_Run<
   boost::asio::io_context* const io_;
 };
 
-// Thread-safe. `manager` and `io` must outlive the service.
+// Thread-safe. `manager`, `io`, `log_streams` and `waits` must outlive the
+// service; `log_streams` caps the Logs streams open at once and `waits` the
+// Wait calls (both shared by the node's sockets).
 class ExecutablesService final
     : public mycel::v1::Executables::WithCallbackMethod_Stop<
           mycel::v1::Executables::WithCallbackMethod_Wait<
@@ -52,8 +57,12 @@ class ExecutablesService final
                   mycel::v1::Executables::Service>>> {
  public:
   ExecutablesService(absl::StatusOr<cells::Cells*> manager,
-                     boost::asio::io_context* io)
-      : manager_(std::move(manager)), io_(io) {}
+                     boost::asio::io_context* io, CallSlots* log_streams,
+                     CallSlots* waits)
+      : manager_(std::move(manager)),
+        io_(io),
+        log_streams_(log_streams),
+        waits_(waits) {}
 
   grpc::Status Start(grpc::ServerContext*, const mycel::v1::StartRequest*,
                      mycel::v1::Executable*) override;
@@ -76,6 +85,8 @@ class ExecutablesService final
  private:
   const absl::StatusOr<cells::Cells*> manager_;
   boost::asio::io_context* const io_;
+  CallSlots* const log_streams_;
+  CallSlots* const waits_;
 };
 
 }  // namespace mycel

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "cells/stream_sink.h"
+#include "daemon/server/call_slots.h"
 #include "daemon/server/status_convert.h"
 
 namespace mycel {
@@ -44,12 +45,18 @@ class ReactorState
   }
 
   // On the loop: true the first time, when the caller is to finish the
-  // call; false when it was finished already.
+  // call; false when it was finished already. The call's slot goes then,
+  // before its client can hear the end and call again.
   bool TakeFinish() {
     if (finished_) return false;
     finished_ = true;
+    slot_.reset();
     return true;
   }
+
+  // In the reactor's constructor: the call's place among those of its kind
+  // (CallSlots), held until the call is finished.
+  void Hold(std::optional<CallSlots::Slot> slot) { slot_ = std::move(slot); }
 
   // From OnDone (any thread): deletes the reactor on the loop.
   void Release() {
@@ -67,6 +74,7 @@ class ReactorState
   // Touched on the loop only.
   Reactor* reactor_;
   bool finished_ = false;
+  std::optional<CallSlots::Slot> slot_;
 };
 
 // A server stream fed by a cells/ session (RunSession, LogStream): the
@@ -75,15 +83,19 @@ class ReactorState
 //   static absl::StatusOr<std::shared_ptr<Session>> Start(
 //       Manager*, boost::asio::io_context*, const Request&, Sink*);
 //   void Resume();  void Cancel();
-// and is touched, and destroyed, on the loop only.
+// and is touched, and destroyed, on the loop only. `slot`, when given, is
+// the call's place among those of its kind (CallSlots), held until the
+// call is finished.
 template <typename Session, typename Manager, typename Request,
           typename Response>
 class SessionReactor final : public grpc::ServerWriteReactor<Response>,
                              public cells::StreamSink<Response> {
  public:
   SessionReactor(Manager* manager, boost::asio::io_context* io,
-                 const Request& request)
+                 const Request& request,
+                 std::optional<CallSlots::Slot> slot = std::nullopt)
       : state_(std::make_shared<ReactorState<SessionReactor>>(io, this)) {
+    state_->Hold(std::move(slot));
     absl::StatusOr<std::shared_ptr<Session>> session =
         Session::Start(manager, io, request, this);
     if (!session.ok()) {

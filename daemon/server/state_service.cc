@@ -50,22 +50,20 @@ class WatchReactor final
  public:
   WatchReactor(store::StateStore* state, StateWatchers* watchers,
                boost::asio::io_context* io,
-               const mycel::v1::WatchStateRequest& req)
+               const mycel::v1::WatchStateRequest& req, CallSlots::Slot slot)
       : state_(std::make_shared<ReactorState<WatchReactor>>(io, this)),
         store_(state),
         watchers_(watchers),
         prefix_(req.prefix()),
         alive_(std::make_shared<bool>(true)) {
+    state_->Hold(std::move(slot));
     if (req.has_from_revision()) {
       revision_ = req.from_revision();
       phase_ = Phase::kCatchUp;
     }
     state_->Post([](WatchReactor* r) { r->Pump(); });
   }
-  ~WatchReactor() override {
-    *alive_ = false;
-    watchers_->Close();  // StateService::Watch opened it
-  }
+  ~WatchReactor() override { *alive_ = false; }
 
   void OnWriteDone(bool ok) override {
     state_->Post([ok](WatchReactor* r) {
@@ -195,14 +193,6 @@ void StateWatchers::Wait(int64_t revision, std::shared_ptr<bool> alive,
   // A write that committed since the caller read the revision may have
   // found no one waiting (Notify) and posted no check.
   Check();
-}
-
-bool StateWatchers::TryOpen() {
-  if (open_.fetch_add(1) >= max_open_) {
-    open_.fetch_sub(1);
-    return false;
-  }
-  return true;
 }
 
 void StateWatchers::Notify() {
@@ -353,14 +343,11 @@ grpc::ServerWriteReactor<mycel::v1::StateEvent>* StateService::Watch(
         ToGrpc(absl::InvalidArgumentError(absl::StrCat(
             "from_revision: must be 0 or more, got ", req->from_revision()))));
   }
-  if (!watchers_->TryOpen()) {
-    return new FailedWriteReactor<mycel::v1::StateEvent>(
-        ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
-            "watch: ", watchers_->max_open(),
-            " watches are open on this node already (max_watches); close "
-            "one, or retry later"))));
+  absl::StatusOr<CallSlots::Slot> slot = watchers_->Open();
+  if (!slot.ok()) {
+    return new FailedWriteReactor<mycel::v1::StateEvent>(ToGrpc(slot.status()));
   }
-  return new WatchReactor(state_, watchers_, io_, *req);
+  return new WatchReactor(state_, watchers_, io_, *req, *std::move(slot));
 }
 
 }  // namespace mycel

@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "daemon/server/call_slots.h"
 #include "daemon/store/state_store.h"
 #include "mycel/v1/state.grpc.pb.h"
 
@@ -29,10 +30,13 @@ class StateWatchers {
  public:
   static constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
 
-  // At most `max_open` Watch streams at once (TryOpen).
+  // At most `max_open` Watch streams at once (Open).
   StateWatchers(store::StateStore* state, boost::asio::io_context* io,
                 int max_open = 4096)
-      : state_(state), io_(io), timer_(*io), max_open_(max_open) {}
+      : state_(state),
+        io_(io),
+        timer_(*io),
+        slots_(max_open, "watches", "max_watches") {}
   StateWatchers(const StateWatchers&) = delete;
   StateWatchers& operator=(const StateWatchers&) = delete;
 
@@ -51,11 +55,9 @@ class StateWatchers {
   // at its next poll.
   void OnChange(const store::ObjectChange& change);
 
-  // Any thread: counts a Watch stream in; false when `max_open` are open
-  // already. Each true is matched by one Close when the stream ends.
-  bool TryOpen();
-  void Close() { open_.fetch_sub(1); }
-  int max_open() const { return max_open_; }
+  // Any thread: a place for one Watch stream, held until the stream ends;
+  // RESOURCE_EXHAUSTED when `max_open` are open already.
+  absl::StatusOr<CallSlots::Slot> Open() { return slots_.Take("watch"); }
 
  private:
   struct Waiter {
@@ -77,8 +79,7 @@ class StateWatchers {
   std::atomic<size_t> waiting_{0};
   // A check is posted and has not started yet.
   std::atomic<bool> notified_{false};
-  const int max_open_;
-  std::atomic<int> open_{0};
+  CallSlots slots_;
 };
 
 // Thread-safe. `state`, `watchers` and `io` must outlive it.

@@ -17,7 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/server/query_service.h"
@@ -155,6 +157,112 @@ TEST_CASE("200 waiters hold no server thread; every other call answers") {
     CHECK(st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
   }
   CHECK(d.Cli({"node", "info"}).exit_code == 0);
+}
+
+// Open descriptors of `pid`, or -1.
+int OpenFds(pid_t pid) {
+  auto r = testing::Shell(absl::StrCat("ls /proc/", pid, "/fd | wc -l"));
+  int n = -1;
+  return absl::SimpleAtoi(absl::StripAsciiWhitespace(r.out), &n) ? n : -1;
+}
+
+TEST_CASE("log streams are bounded; the node keeps its descriptors") {
+  // Each Executables.Logs call holds the log's file open (two with its
+  // rotated part) for as long as it streams, and a follower until the
+  // executable ends: the `read` rule is enough to call it. 1,500
+  // followers over one connection took a node with 1,024 descriptors
+  // to its reserve, and it refused connections from then on (its CLI,
+  // and on TCP its peers). Now the streams open at once are capped
+  // (max_log_streams), the rest refused with RESOURCE_EXHAUSTED; the cap
+  // (1,024 by default) is lowered to a quarter of the daemon's
+  // descriptors, 256 here.
+  TempDir dir;
+  DaemonProcess d(dir.path());
+  d.set_wrapper({"/usr/bin/prlimit", "--nofile=1024:1024", "--"});
+  REQUIRE(d.Start());
+  REQUIRE(d.Cli({"cell", "create", "w"}).exit_code == 0);
+  REQUIRE(d.Cli({"exec", "w", "--name", "talk", "--", "sh", "-c",
+                 "echo hello; exec sleep 300"})
+              .exit_code == 0);
+  CHECK(d.Log().find("max_log_streams lowered to fit the open file limit") !=
+        std::string::npos);
+  const int fds_before = OpenFds(d.pid());
+  // A follower's calls are told apart by the tag: its address plus 0
+  // (started), 1 (read) or 2 (finished).
+  struct Follower {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientAsyncReader<mycel::v1::LogChunk>> reader;
+    mycel::v1::LogChunk chunk;
+    grpc::Status status;
+    void* tag(int kind) { return reinterpret_cast<char*>(this) + kind; }
+  };
+  auto exes = mycel::v1::Executables::NewStub(Channel(d));
+  grpc::CompletionQueue cq;
+  mycel::v1::LogsRequest req;
+  req.set_cell("w");
+  req.set_name("talk");
+  req.set_follow(true);
+  constexpr int kFollowers = 1500;
+  std::vector<std::unique_ptr<Follower>> followers;
+  for (int i = 0; i < kFollowers; ++i) {
+    auto f = std::make_unique<Follower>();
+    f->reader = exes->PrepareAsyncLogs(&f->ctx, req, &cq);
+    f->reader->StartCall(f->tag(0));
+    followers.push_back(std::move(f));
+  }
+  // Each call reads its first chunk: the log's line, or the end of a
+  // refused call.
+  int got_output = 0, refused = 0, other = 0, answered = 0;
+  std::string other_error;
+  void* tag;
+  bool ok;
+  while (answered < kFollowers &&
+         cq.AsyncNext(&tag, &ok, Deadline(std::chrono::seconds(30))) ==
+             grpc::CompletionQueue::GOT_EVENT) {
+    const auto kind = reinterpret_cast<uintptr_t>(tag) % alignof(Follower);
+    auto* f = reinterpret_cast<Follower*>(static_cast<char*>(tag) - kind);
+    if (kind == 0) {
+      f->reader->Read(&f->chunk, f->tag(1));
+    } else if (kind == 1 && ok) {
+      got_output += f->chunk.data() == "hello\n";
+      ++answered;
+    } else if (kind == 1) {
+      f->reader->Finish(&f->status, f->tag(2));
+    } else {
+      ++answered;
+      if (f->status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+          absl::StrContains(f->status.error_message(), "max_log_streams")) {
+        ++refused;
+      } else if (other++ == 0) {
+        other_error = f->status.error_message();
+      }
+    }
+  }
+  REQUIRE(answered == kFollowers);
+  CHECK(got_output == 256);
+  CHECK(refused == kFollowers - 256);
+  CHECK_MESSAGE(other == 0, other_error);
+  // The followers hold a descriptor each at most.
+  const int fds_during = OpenFds(d.pid());
+  CHECK_MESSAGE(fds_during - fds_before <= 256 + 16, fds_before, " -> ",
+                fds_during);
+  CheckAnswersPromptly(d, {{"node", "info"}, {"cell", "ls"}});
+  auto more = d.Cli({"--timeout", "5", "logs", "w/talk"});
+  CHECK(more.exit_code == 1);
+  CHECK_MESSAGE(absl::StrContains(more.err, "max_log_streams"), more.err);
+  // Once they go, their places are free again.
+  for (auto& f : followers) f->ctx.TryCancel();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  bool served = false;
+  auto since = std::chrono::steady_clock::now();
+  while (!served && Elapsed(since) < std::chrono::seconds(10)) {
+    auto r = d.Cli({"logs", "w/talk"});
+    served = r.exit_code == 0 && r.out == "hello\n";
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(served);
 }
 
 TEST_CASE(

@@ -133,13 +133,16 @@ class FakeCells final : public cells::Cells {
   std::vector<Watch> watches_ ABSL_GUARDED_BY(mu_);
 };
 
-// A gRPC server with the two services over `cells`, and its event loop.
+// A gRPC server with the two services over `cells`, and its event loop;
+// at most `max_waits` Wait calls at once.
 class Server {
  public:
-  explicit Server(absl::StatusOr<cells::Cells*> cells)
+  explicit Server(absl::StatusOr<cells::Cells*> cells, int max_waits = 4096)
       : work_(io_.get_executor()),
+        log_streams_(1024, "log streams", "max_log_streams"),
+        waits_(max_waits, "waits", "max_waits"),
         cells_service_(cells, &io_),
-        exes_service_(cells, &io_) {
+        exes_service_(cells, &io_, &log_streams_, &waits_) {
     loop_ = std::thread([this] { io_.run(); });
     grpc::ServerBuilder b;
     b.AddListeningPort("unix:" + dir_.path() + "/sock",
@@ -174,6 +177,8 @@ class Server {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type>
       work_;
   std::thread loop_;
+  CallSlots log_streams_;
+  CallSlots waits_;
   CellsService cells_service_;
   ExecutablesService exes_service_;
   std::unique_ptr<grpc::Server> server_;
@@ -291,6 +296,53 @@ TEST_CASE("waiting calls hold no server thread") {
     CHECK(results[i].ok());
     CHECK(exes[i].status().exit_code() == 3);
   }
+}
+
+TEST_CASE("waits beyond max_waits are refused until one ends") {
+  // Each open Wait holds memory until its executable ends or its client
+  // goes: 100,000 over one connection took a node from 15 to 625 MB.
+  FakeCells fake;
+  Server server(&fake, /*max_waits=*/3);
+  std::vector<std::thread> waiters;
+  std::vector<grpc::Status> results(3);
+  std::vector<mycel::v1::Executable> exes(3);
+  for (int i = 0; i < 3; ++i) {
+    waiters.emplace_back([&, i] {
+      mycel::v1::ExecutableRef ref;
+      ref.set_cell("c");
+      ref.set_name(absl::StrCat("e", i));
+      results[i] = server.exes().Wait(Ctx().get(), ref, &exes[i]);
+    });
+  }
+  for (int i = 0; i < 500 && fake.watch_count() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(fake.watch_count() == 3);
+  mycel::v1::ExecutableRef ref;
+  ref.set_cell("c");
+  ref.set_name("e3");
+  mycel::v1::Executable out;
+  grpc::Status refused = server.exes().Wait(Ctx().get(), ref, &out);
+  CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(refused.error_message() ==
+        "wait: 3 waits are open on this node already (max_waits); close "
+        "one, or retry later");
+  CHECK(fake.watch_count() == 3);
+  fake.EndAll(0);
+  for (std::thread& t : waiters) t.join();
+  for (const grpc::Status& s : results) CHECK(s.ok());
+  // Their places are free again once the calls are done.
+  grpc::Status again;
+  std::thread waiter(
+      [&] { again = server.exes().Wait(Ctx().get(), ref, &out); });
+  for (int i = 0; i < 500 && fake.watch_count() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(fake.watch_count() == 4);
+  fake.EndAll(7);
+  waiter.join();
+  CHECK(again.ok());
+  CHECK(out.status().exit_code() == 7);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "runtime/fs.h"
@@ -159,10 +160,25 @@ TEST_CASE("bad input names the flag or field") {
     CHECK_MESSAGE(watches.status().code() == absl::StatusCode::kInvalidArgument,
                   bad);
     CHECK_MESSAGE(watches.status().message().find("max_watches:") == 0, bad);
+    for (const char* flag : {"max_log_streams", "max_waits"}) {
+      std::string dashed = absl::StrReplaceAll(flag, {{"_", "-"}});
+      auto r = ParseDaemonFlags({"--" + dashed, bad});
+      CHECK_MESSAGE(r.status().code() == absl::StatusCode::kInvalidArgument,
+                    flag, " ", bad);
+      CHECK_MESSAGE(r.status().message().find(absl::StrCat(flag, ":")) == 0,
+                    flag, " ", bad, ": ", r.status().message());
+    }
   }
+  auto streams =
+      ParseDaemonFlags({"--max-log-streams", "7", "--max-waits", "9"});
+  REQUIRE(streams.ok());
+  CHECK(streams->config.max_log_streams() == 7);
+  CHECK(streams->config.max_waits() == 9);
   auto defaults = ParseDaemonFlags({});
   REQUIRE(defaults.ok());
   CHECK(defaults->config.max_watches() == 4096);
+  CHECK(defaults->config.max_log_streams() == 1024);
+  CHECK(defaults->config.max_waits() == 4096);
   CHECK(defaults->config.connections_per_source() == 512);
   CHECK(defaults->config.open_connections_per_source() == 256);
   auto pool = ParseDaemonFlags({"--cell-pool", "0"});
