@@ -201,6 +201,7 @@ absl::StatusOr<std::unique_ptr<CellManager>> CellManager::Create(
           .hidden_paths =
               DaemonPathsToHide(options.state_dir, options.admin_socket),
           .workload_open_file_limit = options.workload_open_file_limit,
+          .workload_oom_score_adj = options.workload_oom_score_adj,
       }));
   CellStore store(options.store);
   std::unique_ptr<CellManager> m(

@@ -62,6 +62,9 @@ class CellManager final : public Cells {
     // The soft RLIMIT_NOFILE workloads get (the daemon raises its own);
     // 0 leaves them the daemon's.
     rlim_t workload_open_file_limit = 0;
+    // The OOM score adjustment workloads get (the daemon lowers its own);
+    // unset leaves them the daemon's.
+    std::optional<int> workload_oom_score_adj;
     // The admin socket, hidden from cells with the state directory (see
     // cells/confinement.h).
     std::string admin_socket;

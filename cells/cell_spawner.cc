@@ -31,7 +31,8 @@ CellSpawner::CellSpawner(Options options)
     : cgroups_(options.cgroups),
       reaper_(options.reaper),
       hidden_paths_(std::move(options.hidden_paths)),
-      workload_open_file_limit_(options.workload_open_file_limit) {}
+      workload_open_file_limit_(options.workload_open_file_limit),
+      workload_oom_score_adj_(options.workload_oom_score_adj) {}
 
 absl::StatusOr<std::unique_ptr<CellSpawner>> CellSpawner::Create(
     Options options) {
@@ -68,6 +69,7 @@ absl::StatusOr<Child> CellSpawner::SpawnInit(const std::string& cgroup,
   SpawnRequest req;
   req.cell_init = true;
   req.new_namespaces = cell.ns_flags;
+  req.oom_score_adj = workload_oom_score_adj_;
   AddCgroupJoin(join, &req);
   req.rootfs = cell.spec.rootfs();
   req.readonly_rootfs = cell.spec.readonly_rootfs();
@@ -112,6 +114,7 @@ absl::StatusOr<Child> CellSpawner::SpawnExecutable(
   if (workload_open_file_limit_ > 0) {
     req.open_file_limit = workload_open_file_limit_;
   }
+  req.oom_score_adj = workload_oom_score_adj_;
   if (spec.has_uid()) req.uid = spec.uid();
   if (spec.has_gid()) req.gid = spec.gid();
   req.stdout_fd = stdout_fd;

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ class CellSpawner {
     std::vector<std::string> hidden_paths;
     // The soft RLIMIT_NOFILE workloads get; 0 leaves them the daemon's.
     rlim_t workload_open_file_limit = 0;
+    // The OOM score adjustment workloads get (cell inits and executables);
+    // unset leaves them the daemon's.
+    std::optional<int> workload_oom_score_adj;
   };
 
   // Makes the host view.
@@ -73,6 +77,7 @@ class CellSpawner {
   Reaper* const reaper_;
   const std::vector<std::string> hidden_paths_;
   const rlim_t workload_open_file_limit_;
+  const std::optional<int> workload_oom_score_adj_;
   // The host view's mount namespace (an nsfs descriptor).
   UniqueFd host_view_;
 };

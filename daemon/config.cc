@@ -276,6 +276,11 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_log_streams: want a number from 1 to ", kMaxWatches));
   }
+  if (config.has_oom_score_adj() &&
+      (config.oom_score_adj() < -1000 || config.oom_score_adj() > 1000)) {
+    return absl::InvalidArgumentError(
+        "oom_score_adj: want a number from -1000 to 1000");
+  }
   if (config.has_max_waits() &&
       (config.max_waits() < 1 || config.max_waits() > kMaxWatches)) {
     return absl::InvalidArgumentError(

@@ -454,6 +454,30 @@ absl::StatusOr<std::optional<ApiServer::Endpoint>> Daemon::TcpEndpoint(
   return e;
 }
 
+void Daemon::ProtectFromOomKiller() {
+  const int want = config_.oom_score_adj();
+  absl::StatusOr<int> before = GetOomScoreAdj();
+  if (!before.ok()) {
+    log::Warn("cannot read the OOM score adjustment",
+              {{"error", before.status()}});
+    return;
+  }
+  if (*before == want) return;
+  if (absl::Status s = SetOomScoreAdj(want); !s.ok()) {
+    log::Warn(
+        "cannot set the OOM score adjustment (lowering it needs "
+        "CAP_SYS_RESOURCE); the OOM killer may choose myceld over a "
+        "workload",
+        {{"oom_score_adj", static_cast<int64_t>(want)}, {"error", s}});
+    return;
+  }
+  // Cell inits and executables get the value the daemon was started with.
+  workload_oom_score_adj_ = *before;
+  log::Info("set the OOM score adjustment",
+            {{"from", static_cast<int64_t>(*before)},
+             {"to", static_cast<int64_t>(want)}});
+}
+
 void Daemon::OnCallFlood(const std::string& identity, int64_t unstarted) {
   size_t closed = 0;
   if (server_ != nullptr) closed += server_->ShutdownConnections("tcp");
@@ -1047,6 +1071,7 @@ absl::Status Daemon::Start() {
   } else {
     log::Warn("cannot raise the open file limit", {{"error", files.status()}});
   }
+  ProtectFromOomKiller();
   RETURN_IF_ERROR(PrepareStateDir());
   std::string db_path = config_.state_dir() + "/mycel.db";
   ASSIGN_OR_RETURN(
@@ -1123,6 +1148,8 @@ void Daemon::StartCells(const HostInfo& host) {
     keeper.connect_now = false;
     keeper.spawn =
         [this](const std::vector<std::string>& argv) -> absl::StatusOr<pid_t> {
+      // The keeper keeps the daemon's OOM score adjustment: it is part of
+      // the daemon, not a workload.
       SpawnRequest req;
       req.argv = argv;
       req.stderr_fd = STDERR_FILENO;
@@ -1157,6 +1184,7 @@ void Daemon::StartCells(const HostInfo& host) {
     if (config_.has_cell_pool()) opts.pool_size = config_.cell_pool();
     opts.cheap_cgroup_moves = host.cgroup_favordynmods;
     opts.workload_open_file_limit = open_file_limit_;
+    opts.workload_oom_score_adj = workload_oom_score_adj_;
     opts.admin_socket = config_.socket();
     const bool v1 = host.cgroup_mode == CgroupMode::kV1 ||
                     host.cgroup_mode == CgroupMode::kHybrid;

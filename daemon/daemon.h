@@ -211,6 +211,9 @@ class Daemon {
   // reset), and bans a client that floods (identity::FloodGuard).
   std::unique_ptr<identity::FloodGuard> flood_guard_;
   // The guard's on_flood, on the event loop.
+  // Sets the daemon's OOM score adjustment to the oom_score_adj setting,
+  // and remembers the one it had for its workloads. A failure is logged.
+  void ProtectFromOomKiller();
   void OnCallFlood(const std::string& identity, int64_t unstarted);
   std::unique_ptr<identity::MeshNode> mesh_;
   // Renews the node certificate at two thirds of its life (started once
@@ -247,6 +250,9 @@ class Daemon {
   // The daemon's own, once raised (RLIM_INFINITY when unlimited; 0 when
   // unknown).
   rlim_t open_files_ = 0;
+  // The OOM score adjustment workloads get: the daemon's before it set its
+  // own (oom_score_adj); unset when it did not change it.
+  std::optional<int> workload_oom_score_adj_;
   boost::asio::signal_set signals_;
   bool stopping_ = false;
   // Compiles the default seccomp profile off the start-up path; joined

@@ -2,7 +2,10 @@
 
 #include <errno.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/fs.h"
 #include "runtime/status.h"
 
 namespace mycel {
@@ -35,6 +38,24 @@ absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit() {
   }
   out.soft = limit.rlim_cur;
   return out;
+}
+
+absl::StatusOr<int> GetOomScoreAdj() {
+  ASSIGN_OR_RETURN(std::string text, ReadFile("/proc/self/oom_score_adj"));
+  int value = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &value)) {
+    return absl::DataLossError(
+        absl::StrCat("/proc/self/oom_score_adj: not a number: ", text));
+  }
+  return value;
+}
+
+absl::Status SetOomScoreAdj(int value) {
+  if (value < -1000 || value > 1000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "oom_score_adj: want a number from -1000 to 1000, got ", value));
+  }
+  return WriteFile("/proc/self/oom_score_adj", absl::StrCat(value, "\n"));
 }
 
 absl::Status SetNice(pid_t pid, int nice) {

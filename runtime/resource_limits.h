@@ -26,6 +26,19 @@ absl::StatusOr<OpenFileLimit> GetOpenFileLimit();
 // that use select(2) break above 1024.
 absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit();
 
+// This process's OOM score adjustment (/proc/self/oom_score_adj), -1000 to
+// 1000.
+absl::StatusOr<int> GetOomScoreAdj();
+
+// Sets it. Lowering it needs CAP_SYS_RESOURCE (PERMISSION_DENIED without),
+// and a process that has it also sets the floor that the process and its
+// children may later lower themselves to without it. The daemon lowers its
+// own, as kubelet and containerd do, so that a workload without a memory
+// limit that drives the host out of memory is the OOM killer's choice, not
+// the node's agent; workloads get the value back (SpawnRequest::
+// oom_score_adj).
+absl::Status SetOomScoreAdj(int value);
+
 // Sets the nice value of process `pid` (setpriority(PRIO_PROCESS)).
 absl::Status SetNice(pid_t pid, int nice);
 

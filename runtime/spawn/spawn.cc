@@ -222,6 +222,9 @@ std::string DescribeStep(const SpawnRequest& r, const Report& report) {
       return "bring up lo";
     case Step::kSetsid:
       return "setsid";
+    case Step::kOomScoreAdj:
+      return absl::StrCat("write /proc/self/oom_score_adj (",
+                          r.oom_score_adj.value_or(0), ")");
     case Step::kRlimit:
       return absl::StrCat("setrlimit(RLIMIT_NOFILE, ",
                           r.open_file_limit.value_or(0), ")");
@@ -654,6 +657,16 @@ absl::StatusOr<Child> Spawn(const SpawnRequest& request) {
     plan.open_file_limit.rlim_max = current.rlim_max;
     plan.open_file_limit.rlim_cur =
         std::min(*request.open_file_limit, current.rlim_max);
+  }
+  if (request.oom_score_adj.has_value()) {
+    if (*request.oom_score_adj < -1000 || *request.oom_score_adj > 1000) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("oom_score_adj: want a number from -1000 to 1000, got ",
+                       *request.oom_score_adj));
+    }
+    const std::string text = absl::StrCat(*request.oom_score_adj, "\n");
+    memcpy(plan.oom_score_adj, text.data(), text.size());
+    plan.oom_score_adj_len = text.size();
   }
   const int stdio[3] = {request.stdin_fd, request.stdout_fd, request.stderr_fd};
   for (int i = 0; i < 3; ++i) {

@@ -49,8 +49,8 @@ struct PreExecStep {
 };
 
 // What to run and the sandbox to run it in. Steps in the child, in order:
-//   [wait for uid/gid maps] → setns (mount ns fd, then join) → cgroup join
-//   (procs fds) → unshare(CLONE_NEWCGROUP) → mounts/rootfs/proc →
+//   [oom_score_adj] → [wait for uid/gid maps] → setns (mount ns fd, then join)
+//   → cgroup join (procs fds) → unshare(CLONE_NEWCGROUP) → mounts/rootfs/proc →
 //   read-only and masked paths → hostname → loopback → setsid →
 //   RLIMIT_NOFILE → stdio dup2 → pre_exec steps marked before_credentials →
 //   setgroups/setresgid/setresuid → chdir → close inherited fds → the
@@ -145,6 +145,12 @@ struct SpawnRequest {
   // kept): the daemon raises its own (RaiseOpenFileLimit), and workloads
   // get back the limit it was started with.
   std::optional<rlim_t> open_file_limit;
+  // When set, the child's OOM score adjustment, written first, before any
+  // namespace is joined (while it still holds the daemon's capabilities,
+  // so that the floor it may lower itself to is reset too): the daemon
+  // lowers its own (SetOomScoreAdj), and workloads get back the value it
+  // was started with.
+  std::optional<int> oom_score_adj;
   std::vector<PreExecStep> pre_exec;
   // Instead of exec'ing argv, exec the built-in cell init (see
   // cell_init.h); argv and env are ignored.

@@ -338,10 +338,21 @@ void ExecCellInit(const ChildPlan& plan) noexcept {
   FailErrno(plan, Step::kExecve);
 }
 
+void SetOomScoreAdj(const ChildPlan& plan) noexcept {
+  int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) FailErrno(plan, Step::kOomScoreAdj);
+  if (write(fd, plan.oom_score_adj, plan.oom_score_adj_len) !=
+      static_cast<ssize_t>(plan.oom_score_adj_len)) {
+    FailErrno(plan, Step::kOomScoreAdj);
+  }
+  close(fd);
+}
+
 }  // namespace
 
 void RunChild(const ChildPlan& plan) noexcept {
   ResetSignalDispositions(plan);
+  if (plan.oom_score_adj_len > 0) SetOomScoreAdj(plan);
   if (plan.wait_for_maps) WaitForMaps(plan);
   JoinNamespaces(plan);
   FinishChild(plan);

@@ -52,6 +52,7 @@ enum class Step : int32_t {
   kCloseFds,
   kSetName,
   kExecve,
+  kOomScoreAdj,
 };
 
 // One datagram on the sync socket, child → parent: the step that failed.
@@ -127,6 +128,9 @@ struct ChildPlan {
   bool new_session = true;
   bool set_open_file_limit = false;
   rlimit open_file_limit = {};
+  // Written to /proc/self/oom_score_adj when not empty ("0\n").
+  char oom_score_adj[8] = {};
+  size_t oom_score_adj_len = 0;
 
   int stdio[3] = {-1, -1, -1};  // all valid: /dev/null substituted
 

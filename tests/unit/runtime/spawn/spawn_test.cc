@@ -168,6 +168,28 @@ TEST_CASE("exec of a file that is not executable fails with execve(") {
   CHECK(UnreapedChildren().empty());
 }
 
+TEST_CASE("oom_score_adj is the child's own, written before anything else") {
+  // Raising it needs no privilege; the daemon lowers its own and gives its
+  // workloads back the value it started with (a privileged case is in
+  // cells_integration_test).
+  auto parent = ReadFile("/proc/self/oom_score_adj");
+  REQUIRE(parent.ok());
+  auto kept = SpawnAndWait(ShellRequest("cat /proc/self/oom_score_adj"));
+  REQUIRE(kept.ok());
+  CHECK(kept->out == *parent);
+  SpawnRequest raised = ShellRequest("cat /proc/self/oom_score_adj");
+  raised.oom_score_adj = 500;
+  auto out = SpawnAndWait(raised);
+  REQUIRE(out.ok());
+  CHECK(out->status.code == 0);
+  CHECK(out->out == "500\n");
+  SpawnRequest bad = Command({"/bin/true"});
+  bad.oom_score_adj = 1001;
+  auto refused = Spawn(bad);
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(refused.status().message(), "oom_score_adj"));
+}
+
 TEST_CASE("setns errors name the namespace and follow errno") {
   UniqueFd self(sys::PidfdOpen(getpid(), 0));
   REQUIRE(self.valid());
