@@ -5,13 +5,13 @@
 namespace mycel {
 
 absl::StatusOr<CallSlots::Slot> CallSlots::Take(absl::string_view call) {
-  if (open_.fetch_add(1) >= max_) {
-    open_.fetch_sub(1);
+  if (open_->fetch_add(1) >= max_) {
+    open_->fetch_sub(1);
     return absl::ResourceExhaustedError(absl::StrCat(
         call, ": ", max_, " ", what_, " are open on this node already (",
         setting_, "); close one, or retry later"));
   }
-  return Slot(this);
+  return Slot(open_);
 }
 
 }  // namespace mycel

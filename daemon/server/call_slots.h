@@ -6,13 +6,15 @@
 // from 15 to 625 MB). Without it, any caller the `read` rule admits could
 // open them until the node ran out of descriptors or memory.
 //
-// Thread-safe.
+// Thread-safe. A slot may outlive its CallSlots (a reactor's state can be
+// destroyed with the event loop, after the daemon's other members).
 #ifndef MYCEL_DAEMON_SERVER_CALL_SLOTS_H_
 #define MYCEL_DAEMON_SERVER_CALL_SLOTS_H_
 
 #include <atomic>
-#include <optional>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -24,14 +26,11 @@ class CallSlots {
   // A slot taken: given back when destroyed. Move-only.
   class Slot {
    public:
-    Slot(Slot&& other) noexcept : slots_(other.slots_) {
-      other.slots_ = nullptr;
-    }
+    Slot(Slot&& other) noexcept = default;
     Slot& operator=(Slot&& other) noexcept {
       if (this != &other) {
         Release();
-        slots_ = other.slots_;
-        other.slots_ = nullptr;
+        open_ = std::move(other.open_);
       }
       return *this;
     }
@@ -41,12 +40,13 @@ class CallSlots {
 
    private:
     friend class CallSlots;
-    explicit Slot(CallSlots* slots) : slots_(slots) {}
+    explicit Slot(std::shared_ptr<std::atomic<int>> open)
+        : open_(std::move(open)) {}
     void Release() {
-      if (slots_ != nullptr) slots_->open_.fetch_sub(1);
-      slots_ = nullptr;
+      if (open_ != nullptr) open_->fetch_sub(1);
+      open_.reset();
     }
-    CallSlots* slots_;
+    std::shared_ptr<std::atomic<int>> open_;
   };
 
   // At most `max` calls at once. `what` names them in the refusal ("log
@@ -61,13 +61,14 @@ class CallSlots {
   absl::StatusOr<Slot> Take(absl::string_view call);
 
   int max() const { return max_; }
-  int open() const { return open_.load(); }
+  int open() const { return open_->load(); }
 
  private:
   const int max_;
   const std::string what_;
   const std::string setting_;
-  std::atomic<int> open_{0};
+  const std::shared_ptr<std::atomic<int>> open_ =
+      std::make_shared<std::atomic<int>>(0);
 };
 
 }  // namespace mycel
