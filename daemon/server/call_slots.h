@@ -6,22 +6,37 @@
 // from 15 to 625 MB). Without it, any caller the `read` rule admits could
 // open them until the node ran out of descriptors or memory.
 //
+// One caller (a client certificate's identity, or the local socket) may
+// hold at most half of them, so that a caller that leaks its calls, or
+// holds them on purpose, leaves the others room.
+//
 // Thread-safe. A slot may outlive its CallSlots (a reactor's state can be
 // destroyed with the event loop, after the daemon's other members).
 #ifndef MYCEL_DAEMON_SERVER_CALL_SLOTS_H_
 #define MYCEL_DAEMON_SERVER_CALL_SLOTS_H_
 
-#include <atomic>
+#include <grpcpp/server_context.h>
+
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 
 namespace mycel {
 
 class CallSlots {
+ private:
+  struct Counts {
+    absl::Mutex mu;
+    int open ABSL_GUARDED_BY(mu) = 0;
+    absl::flat_hash_map<std::string, int> by_caller ABSL_GUARDED_BY(mu);
+  };
+
  public:
   // A slot taken: given back when destroyed. Move-only.
   class Slot {
@@ -30,7 +45,8 @@ class CallSlots {
     Slot& operator=(Slot&& other) noexcept {
       if (this != &other) {
         Release();
-        open_ = std::move(other.open_);
+        counts_ = std::move(other.counts_);
+        caller_ = std::move(other.caller_);
       }
       return *this;
     }
@@ -40,35 +56,43 @@ class CallSlots {
 
    private:
     friend class CallSlots;
-    explicit Slot(std::shared_ptr<std::atomic<int>> open)
-        : open_(std::move(open)) {}
-    void Release() {
-      if (open_ != nullptr) open_->fetch_sub(1);
-      open_.reset();
-    }
-    std::shared_ptr<std::atomic<int>> open_;
+    Slot(std::shared_ptr<Counts> counts, std::string caller)
+        : counts_(std::move(counts)), caller_(std::move(caller)) {}
+    void Release();
+    std::shared_ptr<Counts> counts_;
+    std::string caller_;
   };
 
-  // At most `max` calls at once. `what` names them in the refusal ("log
-  // streams") and `setting` the limit ("max_log_streams").
+  // At most `max` calls at once, and max / 2 (at least 1) of one caller.
+  // `what` names them in the refusal ("log streams") and `setting` the
+  // limit ("max_log_streams").
   CallSlots(int max, std::string what, std::string setting)
-      : max_(max), what_(std::move(what)), setting_(std::move(setting)) {}
+      : max_(max),
+        max_per_caller_(max / 2 > 0 ? max / 2 : 1),
+        what_(std::move(what)),
+        setting_(std::move(setting)) {}
   CallSlots(const CallSlots&) = delete;
   CallSlots& operator=(const CallSlots&) = delete;
 
-  // A slot for one call, or RESOURCE_EXHAUSTED naming the setting when
-  // `max` are taken. `call` prefixes the message ("logs").
-  absl::StatusOr<Slot> Take(absl::string_view call);
+  // A slot for one call of `caller`, or RESOURCE_EXHAUSTED naming the
+  // setting when `max` are taken, or half of them by `caller`. `call`
+  // prefixes the message ("logs").
+  absl::StatusOr<Slot> Take(absl::string_view call, absl::string_view caller);
+
+  // The caller of a call, as Take counts it: its client certificate's
+  // SPIFFE ID, or "" (the local socket).
+  static std::string CallerOf(const grpc::CallbackServerContext* ctx);
 
   int max() const { return max_; }
-  int open() const { return open_->load(); }
+  int max_per_caller() const { return max_per_caller_; }
+  int open() const;
 
  private:
   const int max_;
+  const int max_per_caller_;
   const std::string what_;
   const std::string setting_;
-  const std::shared_ptr<std::atomic<int>> open_ =
-      std::make_shared<std::atomic<int>>(0);
+  const std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();
 };
 
 }  // namespace mycel

@@ -199,9 +199,10 @@ grpc::Status ExecutablesService::List(
 }
 
 grpc::ServerUnaryReactor* ExecutablesService::Wait(
-    grpc::CallbackServerContext*, const mycel::v1::ExecutableRef* req,
+    grpc::CallbackServerContext* ctx, const mycel::v1::ExecutableRef* req,
     mycel::v1::Executable* resp) {
-  absl::StatusOr<CallSlots::Slot> slot = waits_->Take("wait");
+  absl::StatusOr<CallSlots::Slot> slot =
+      waits_->Take("wait", CallSlots::CallerOf(ctx));
   if (!slot.ok()) {
     auto* r = new EndReactor(io_, resp);
     r->FinishNow(ToGrpc(slot.status()));
@@ -219,12 +220,13 @@ grpc::ServerUnaryReactor* ExecutablesService::Wait(
 }
 
 grpc::ServerWriteReactor<mycel::v1::LogChunk>* ExecutablesService::Logs(
-    grpc::CallbackServerContext*, const mycel::v1::LogsRequest* req) {
+    grpc::CallbackServerContext* ctx, const mycel::v1::LogsRequest* req) {
   if (!manager_.ok()) {
     return new FailedWriteReactor<mycel::v1::LogChunk>(
         ToGrpc(manager_.status()));
   }
-  absl::StatusOr<CallSlots::Slot> slot = log_streams_->Take("logs");
+  absl::StatusOr<CallSlots::Slot> slot =
+      log_streams_->Take("logs", CallSlots::CallerOf(ctx));
   if (!slot.ok()) {
     return new FailedWriteReactor<mycel::v1::LogChunk>(ToGrpc(slot.status()));
   }

@@ -337,13 +337,14 @@ grpc::Status StateService::List(grpc::ServerContext*,
 }
 
 grpc::ServerWriteReactor<mycel::v1::StateEvent>* StateService::Watch(
-    grpc::CallbackServerContext*, const mycel::v1::WatchStateRequest* req) {
+    grpc::CallbackServerContext* ctx, const mycel::v1::WatchStateRequest* req) {
   if (req->has_from_revision() && req->from_revision() < 0) {
     return new FailedWriteReactor<mycel::v1::StateEvent>(
         ToGrpc(absl::InvalidArgumentError(absl::StrCat(
             "from_revision: must be 0 or more, got ", req->from_revision()))));
   }
-  absl::StatusOr<CallSlots::Slot> slot = watchers_->Open();
+  absl::StatusOr<CallSlots::Slot> slot =
+      watchers_->Open(CallSlots::CallerOf(ctx));
   if (!slot.ok()) {
     return new FailedWriteReactor<mycel::v1::StateEvent>(ToGrpc(slot.status()));
   }

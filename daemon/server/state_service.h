@@ -55,9 +55,12 @@ class StateWatchers {
   // at its next poll.
   void OnChange(const store::ObjectChange& change);
 
-  // Any thread: a place for one Watch stream, held until the stream ends;
-  // RESOURCE_EXHAUSTED when `max_open` are open already.
-  absl::StatusOr<CallSlots::Slot> Open() { return slots_.Take("watch"); }
+  // Any thread: a place for one Watch stream of `caller`
+  // (CallSlots::CallerOf), held until the stream ends; RESOURCE_EXHAUSTED
+  // when `max_open` are open already, or half of them by `caller`.
+  absl::StatusOr<CallSlots::Slot> Open(absl::string_view caller) {
+    return slots_.Take("watch", caller);
+  }
 
  private:
   struct Waiter {

@@ -298,11 +298,14 @@ TEST_CASE("waiting calls hold no server thread") {
   }
 }
 
-TEST_CASE("waits beyond max_waits are refused until one ends") {
+TEST_CASE(
+    "waits beyond a caller's half of max_waits are refused until one ends") {
   // Each open Wait holds memory until its executable ends or its client
   // goes: 100,000 over one connection took a node from 15 to 625 MB.
   FakeCells fake;
-  Server server(&fake, /*max_waits=*/3);
+  // All of this test's calls are one caller's (the insecure socket's),
+  // which may hold half of the node's waits.
+  Server server(&fake, /*max_waits=*/6);
   std::vector<std::thread> waiters;
   std::vector<grpc::Status> results(3);
   std::vector<mycel::v1::Executable> exes(3);
@@ -325,8 +328,8 @@ TEST_CASE("waits beyond max_waits are refused until one ends") {
   grpc::Status refused = server.exes().Wait(Ctx().get(), ref, &out);
   CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
   CHECK(refused.error_message() ==
-        "wait: 3 waits are open on this node already (max_waits); close "
-        "one, or retry later");
+        "wait: this caller holds 3 of the node's 6 waits already, the most "
+        "one caller may (half of max_waits); close one, or retry later");
   CHECK(fake.watch_count() == 3);
   fake.EndAll(0);
   for (std::thread& t : waiters) t.join();
@@ -343,6 +346,53 @@ TEST_CASE("waits beyond max_waits are refused until one ends") {
   waiter.join();
   CHECK(again.ok());
   CHECK(out.status().exit_code() == 7);
+}
+
+TEST_CASE("one caller may hold half of the slots; the others keep the rest") {
+  auto slots = std::make_unique<CallSlots>(4, "log streams", "max_log_streams");
+  CHECK(slots->max_per_caller() == 2);
+  std::vector<CallSlots::Slot> held;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<CallSlots::Slot> s = slots->Take("logs", "spiffe://m/a");
+    REQUIRE(s.ok());
+    held.push_back(*std::move(s));
+  }
+  absl::StatusOr<CallSlots::Slot> third = slots->Take("logs", "spiffe://m/a");
+  CHECK(third.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(third.status().message() ==
+        "logs: this caller holds 2 of the node's 4 log streams already, the "
+        "most one caller may (half of max_log_streams); close one, or retry "
+        "later");
+  // Others get the rest, then the node is full for everyone.
+  for (const char* caller : {"", "spiffe://m/b"}) {
+    absl::StatusOr<CallSlots::Slot> s = slots->Take("logs", caller);
+    REQUIRE(s.ok());
+    held.push_back(*std::move(s));
+  }
+  CHECK(slots->open() == 4);
+  absl::StatusOr<CallSlots::Slot> full = slots->Take("logs", "spiffe://m/c");
+  CHECK(full.status().message() ==
+        "logs: 4 log streams are open on this node already "
+        "(max_log_streams); close one, or retry later");
+  // A slot given back is free again, for its caller too; a moved-from slot
+  // gives back nothing.
+  CallSlots::Slot moved = std::move(held[0]);
+  held.erase(held.begin());
+  CHECK(slots->open() == 4);
+  { CallSlots::Slot gone = std::move(moved); }
+  CHECK(slots->open() == 3);
+  CHECK(slots->Take("logs", "spiffe://m/a").ok());
+  CHECK(slots->open() == 3);
+  // A cap of 1 still admits one call.
+  CallSlots one(1, "waits", "max_waits");
+  CHECK(one.max_per_caller() == 1);
+  absl::StatusOr<CallSlots::Slot> only = one.Take("wait", "");
+  CHECK(only.ok());
+  CHECK_FALSE(one.Take("wait", "spiffe://m/b").ok());
+  // Slots may outlive their CallSlots (a reactor's state can go with the
+  // event loop, after the daemon's members).
+  slots.reset();
+  held.clear();
 }
 
 }  // namespace
