@@ -615,18 +615,13 @@ void Daemon::StartMembership(int tcp_port) {
   StartReplication();
 }
 
-bool Daemon::NameInUse(const std::string& name) const {
+absl::StatusOr<bool> Daemon::NameInUse(const std::string& name) const {
   // Membership knows the members it heard of (for a day after they left),
   // the replicated store every origin whose changes reached this node.
   if (membership_.CertificateOf(name).ok()) return true;
   if (objects_ == nullptr) return false;
-  absl::StatusOr<store::VersionVector> versions = objects_->Versions();
-  if (!versions.ok()) {
-    log::Warn("cannot read the version vector to check a joining name",
-              {{"name", name}, {"error", versions.status()}});
-    return false;
-  }
-  return versions->contains(name);
+  ASSIGN_OR_RETURN(store::VersionVector versions, objects_->Versions());
+  return versions.contains(name);
 }
 
 void Daemon::StartReplication() {

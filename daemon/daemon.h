@@ -141,7 +141,9 @@ class Daemon {
   void StartReplication();
   // Whether a node named `name` is known here beyond this node's own
   // admissions (identity::MeshNode::Options::name_in_use).
-  bool NameInUse(const std::string& name) const;
+  // An error when the replicated store cannot be read (the join is then
+  // refused).
+  absl::StatusOr<bool> NameInUse(const std::string& name) const;
   // The mesh's shared state this node keeps in the replicated store, on
   // the event loop: its own status (node.status), re-published when it
   // changes; on an authority, its signed revocation list; and every

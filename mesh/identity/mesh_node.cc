@@ -502,8 +502,17 @@ absl::StatusOr<Admission> MeshNode::AdmitHere(const AdmitRequest& req) {
   const pki::RevocationList revoked = options_.trust->revocations();
   const bool name_revoked =
       revoked.IdentityRevokedAt(pki::IdentityKind::kNode, name).has_value();
-  const bool in_use = existing.has_value() ||
-                      (options_.name_in_use && options_.name_in_use(name));
+  bool in_use = existing.has_value();
+  if (!in_use && !name_revoked && options_.name_in_use) {
+    // A name that cannot be checked is not admitted: two nodes under one
+    // name would share an origin.
+    absl::StatusOr<bool> known = options_.name_in_use(name);
+    if (!known.ok()) {
+      return Annotate(known.status(), absl::StrCat("checking whether node ",
+                                                   name, " is in the mesh"));
+    }
+    in_use = *known;
+  }
   if (name == row_->node || (in_use && !name_revoked)) {
     return absl::AlreadyExistsError(absl::StrCat(
         "node ", name, " is already a member of the mesh ", ca_->mesh(),

@@ -108,9 +108,10 @@ class MeshNode {
     // this node admitted or joined through (the daemon: membership knows
     // it, or the replicated store holds changes of that origin). An
     // authority admits a name in use only once the name is revoked, as it
-    // does for the nodes it knows. Called with the node's lock held; it
-    // must not call back into this object. Null: no such check.
-    std::function<bool(const std::string& name)> name_in_use;
+    // does for the nodes it knows; an error refuses the join with it (the
+    // token's use is kept). Called with the node's lock held; it must not
+    // call back into this object. Null: no such check.
+    std::function<absl::StatusOr<bool>(const std::string& name)> name_in_use;
   };
 
   // Loads the membership (if any) from the store and <state-dir>/mesh/,

@@ -38,7 +38,9 @@ struct TestNode {
   explicit TestNode(std::string name,
                     absl::Duration validity = pki::kDefaultNodeValidity,
                     JoinLimiter::Options limits = {},
-                    absl::Duration token_retention = absl::Hours(1))
+                    absl::Duration token_retention = absl::Hours(1),
+                    std::function<absl::StatusOr<bool>(const std::string&)>
+                        name_in_use = nullptr)
       : name(std::move(name)) {
     store = *store::Store::Open(dir.Sub("mycel.db"));
     node = *MeshNode::Open({.state_dir = dir.path(),
@@ -48,7 +50,8 @@ struct TestNode {
                             .clock = &Clock(),
                             .node_validity = validity,
                             .join_limits = limits,
-                            .token_retention = token_retention});
+                            .token_retention = token_retention,
+                            .name_in_use = std::move(name_in_use)});
   }
   // Reopens the node from its directory and database, as a restart does.
   void Restart() {
@@ -538,6 +541,38 @@ TEST_CASE(
 // AdmitsJoins is asked at every TCP accept and every handshake without a
 // certificate; its answer is kept until a token changes or expires. Every
 // change must show at once.
+TEST_CASE(
+    "a name known elsewhere in the mesh is refused; one not checkable too") {
+  // The daemon tells the authority of names that membership or the
+  // replicated store know (Options::name_in_use); a store it cannot read
+  // refuses the join rather than admit a second node under a name.
+  TestNode a("a", pki::kDefaultNodeValidity, {}, absl::Hours(1),
+             [](const std::string& name) -> absl::StatusOr<bool> {
+               if (name == "broken") {
+                 return absl::UnavailableError("the store is away");
+               }
+               return name == "known";
+             });
+  REQUIRE(a.node->Init("test", "admin").ok());
+  auto token = a.node->CreateToken(absl::Hours(1), 1, false);
+  REQUIRE(token.ok());
+  auto admit = [&](const std::string& name) {
+    TestNode joiner(name);
+    auto prepared = joiner.node->PrepareJoin("test");
+    REQUIRE(prepared.ok());
+    return a.node->Admit(Request(token->first, prepared->second)).status();
+  };
+  absl::Status known = admit("known");
+  CHECK(known.code() == absl::StatusCode::kAlreadyExists);
+  CHECK(absl::StrContains(known.message(), "node known is already a member"));
+  absl::Status broken = admit("broken");
+  CHECK(broken.code() == absl::StatusCode::kUnavailable);
+  CHECK(absl::StrContains(broken.message(),
+                          "checking whether node broken is in the mesh"));
+  // Neither took the token's one use.
+  CHECK(admit("fresh").ok());
+}
+
 TEST_CASE("an authority admits joins exactly while a token is open") {
   TestNode a("a"), b("b"), c("c");
   CHECK_FALSE(a.node->AdmitsJoins());  // not in a mesh
