@@ -169,7 +169,10 @@ uint32_t Membership::AddMember(AliveRef record, MemberState state,
                             .incarnation = incarnation,
                             .state_since_us = now_us,
                             .state = state,
-                            .record_since_us = now_us});
+                            .record_since_us = now_us,
+                            // Our own record may replace one that others
+                            // hold from before a restart.
+                            .first_record = idx != 0});
   index_.insert(idx);
   ++count_[StateIndex(state)];
   if (idx != 0) {
@@ -284,6 +287,7 @@ void Membership::Broadcast(absl::string_view name, Update update, bool join) {
 void Membership::SetRecord(Member& m, AliveRef record) {
   m.record = std::move(record);
   m.record_since_us = now_us_;
+  m.first_record = false;
 }
 
 void Membership::Refute(uint64_t accused_incarnation) {
@@ -1283,15 +1287,23 @@ std::vector<MemberDigest> Membership::Records(
   return out;
 }
 
-int64_t Membership::FreshUs() const {
-  // A record that changed lately (a refutation, above all) goes whole: a
+Membership::Freshness Membership::Fresh() const {
+  // A record that replaced another (a refutation, above all) goes whole: a
   // member that still suspects or holds dead the older one learns it from
   // this one message, not from a fill two messages later, which under loss
   // can come after its suspicion timed out. "Lately": as long as anyone
-  // can still be suspecting on the old incarnation.
-  return DurUs(config_.suspicion_max_timeout_mult *
-               SuspicionTimeout(config_.suspicion_mult, NumActive(),
-                                config_.probe_interval));
+  // can still be suspecting on the old incarnation. A member's first
+  // record replaced none, and no one can be suspecting it on an older
+  // one; it goes whole only while a join's news is still spreading (a
+  // node that lacks it then gets it without a round trip), one suspicion
+  // timeout, so that syncs after a storm of joins are not every record
+  // whole for the longer while (about 50 KB a sync at 50 nodes).
+  const absl::Duration timeout = SuspicionTimeout(
+      config_.suspicion_mult, NumActive(), config_.probe_interval);
+  return Freshness{
+      .now_us = now_us_,
+      .replaced_us = DurUs(config_.suspicion_max_timeout_mult * timeout),
+      .first_us = DurUs(timeout)};
 }
 
 namespace {
@@ -1327,11 +1339,11 @@ uint64_t Membership::Fingerprint() const {
 
 void Membership::Summarize(PushPull* pp) const {
   pp->summaries.reserve(members_.size());
-  const int64_t fresh_us = FreshUs();
+  const Freshness fresh = Fresh();
   const size_t budget = config_.max_message_bytes - kPushPullOverhead;
   size_t used = 0;
   ForEachInSyncOrder([&](const Member& m) {
-    if (now_us_ - m.record_since_us <= fresh_us) {
+    if (fresh(m)) {
       MemberDigest d{m.record, m.state, m.incarnation};
       const size_t size = MemberDigestEncodedSize(d);
       if (used + size > budget) return;
@@ -1357,11 +1369,7 @@ void Membership::SendPushPull(std::string to, std::string address, uint64_t seq,
   // reply says so). A record that changed lately must go whole, so then
   // the request is made in full.
   if (by_fingerprint && !join) {
-    const int64_t fresh_us = FreshUs();
-    by_fingerprint =
-        std::none_of(members_.begin(), members_.end(), [&](const Member& m) {
-          return now_us_ - m.record_since_us <= fresh_us;
-        });
+    by_fingerprint = std::none_of(members_.begin(), members_.end(), Fresh());
   }
   // A joiner knows few members and the receiver none of them: it sends
   // their records at once rather than a round trip later.

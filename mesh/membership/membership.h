@@ -222,6 +222,10 @@ class Membership {
     bool listed = false;
     // When `record` last changed (a new incarnation, a refutation).
     int64_t record_since_us = 0;
+    // `record` is the first this node heard of another member (it replaced
+    // none): no one can be suspecting an older incarnation of it, so it
+    // goes whole in push-pulls for a shorter while (Freshness).
+    bool first_record = false;
   };
 
   // The name index holds member positions and hashes the names they point
@@ -402,8 +406,19 @@ class Membership {
   // A push-pull request's view of our members: summaries, and whole
   // records for those that changed lately.
   void Summarize(PushPull* pp) const;
-  // How long a changed record goes whole in push-pulls (Summarize).
-  int64_t FreshUs() const;
+  // Whether a member's record changed lately enough to go whole in
+  // push-pulls (Summarize): a record that replaced another for
+  // `suspicion_max_timeout_mult` suspicion timeouts, a first one for one.
+  struct Freshness {
+    int64_t now_us;
+    int64_t replaced_us;
+    int64_t first_us;
+    bool operator()(const Member& m) const {
+      return now_us - m.record_since_us <=
+             (m.first_record ? first_us : replaced_us);
+    }
+  };
+  Freshness Fresh() const;
   // A push-pull request (a join carries full records). `by_fingerprint`:
   // a fingerprint instead of summaries when no record changed lately.
   void SendPushPull(std::string to, std::string address, uint64_t seq,

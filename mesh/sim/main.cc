@@ -24,6 +24,7 @@ constexpr char kUsage[] =
     "                 [--loss P] [--latency-ms MS] [--jitter-ms MS]\n"
     "                 [--connect-ms MS] [--gossip-uniform]\n"
     "                 [--warmup-s S] [--duration-s S] [--limit-s S]\n"
+    "                 [--rest-s S]\n"
     "                 [--partition-fraction F] [--wire]\n";
 
 int Fail(const std::string& message) {
@@ -86,6 +87,9 @@ int main(int argc, char** argv) {
       o.duration = absl::Milliseconds(d * 1000);
     } else if (flag == "--limit-s") {
       o.limit = absl::Milliseconds(d * 1000);
+    } else if (flag == "--rest-s") {
+      if (d < 0 || d > 3600) return Fail("--rest-s: from 0 to 3600");
+      o.rest = absl::Milliseconds(d * 1000);
     } else if (flag == "--partition-fraction") {
       if (d <= 0 || d >= 1) return Fail("--partition-fraction: in (0, 1)");
       o.partition_fraction = d;

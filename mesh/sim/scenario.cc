@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace mycel::sim {
 namespace {
@@ -225,6 +226,18 @@ absl::StatusOr<Report> RunScenario(const ScenarioOptions& options) {
       r.storm_converged_s = Seconds(sim.now() - first);
       r.storm_after_last_start_s = Seconds(sim.now() - last);
       r.storm_connections = sim.connections_opened() - connections_before;
+      const absl::Duration bucket = absl::Seconds(10);
+      for (absl::Duration d = absl::ZeroDuration(); d < options.rest;
+           d += bucket) {
+        uint64_t at_start = 0;
+        for (int i = 0; i < sim.size(); ++i) at_start += sim.traffic(i).bytes;
+        sim.RunFor(bucket);
+        uint64_t at_end = 0;
+        for (int i = 0; i < sim.size(); ++i) at_end += sim.traffic(i).bytes;
+        r.storm_rest_bytes_per_node_s.push_back(
+            static_cast<double>(at_end - at_start) /
+            (absl::ToDoubleSeconds(bucket) * sim.size()));
+      }
     }
   } else if (sc == "join") {
     const int seed_node = RandomUpNode(&sim);
@@ -380,6 +393,13 @@ std::string FormatReport(const Report& r) {
     line("storm_converged_s", sec(r.storm_converged_s));
     line("storm_after_last_start_s", sec(r.storm_after_last_start_s));
     line("storm_connections", absl::StrCat(r.storm_connections));
+    if (!r.storm_rest_bytes_per_node_s.empty()) {
+      line("storm_rest_bytes_per_node_s_per_10s",
+           absl::StrJoin(r.storm_rest_bytes_per_node_s, " ",
+                         [](std::string* out, double b) {
+                           absl::StrAppend(out, absl::StrFormat("%.0f", b));
+                         }));
+    }
   }
   if (r.scenario == "partition") {
     line("partition_s", sec(r.partition_s));

@@ -18,7 +18,8 @@
 //              over `duration` (0: all at once). Time from the first
 //              joiner's start (and from the last one's) until every node
 //              holds every other alive, and the connections opened until
-//              then (Simulator::connections_opened).
+//              then (Simulator::connections_opened). With `rest`, it runs
+//              on that long after, reporting each 10 s's bytes.
 //
 // Every scenario also counts false positives (a node declared dead while it
 // ran and could be reached) and traffic per node per second, where bytes are
@@ -28,6 +29,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -52,6 +54,9 @@ struct ScenarioOptions {
   bool gossip_uniform = false;
   // Longest wait for the scenario's outcome before reporting it missed.
   absl::Duration limit = absl::Seconds(300);
+  // storm: how long to run on once the mesh has converged, reporting the
+  // bytes sent in each 10 s of it (the storm's wake).
+  absl::Duration rest = absl::ZeroDuration();
 };
 
 // Seconds are simulated seconds after the scenario's event; -1 = never
@@ -87,6 +92,9 @@ struct Report {
   double storm_after_last_start_s = -1;  // from the last joiner's start
   // Connections opened from the first joiner's start until convergence.
   uint64_t storm_connections = 0;
+  // Bytes sent per node per second in each 10 s after convergence
+  // (ScenarioOptions::rest).
+  std::vector<double> storm_rest_bytes_per_node_s;
 
   double partition_s = 0;
   int64_t partition_deaths = 0;  // (observer, subject) across the cut

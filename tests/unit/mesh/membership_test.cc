@@ -1128,6 +1128,61 @@ TEST_CASE("a record that changed lately goes whole in a push-pull") {
   for (const MemberSummary& x : pp.summaries) CHECK(x.name != "b");
 }
 
+TEST_CASE(
+    "a member's first record goes whole for one suspicion timeout; a record "
+    "that replaced another for the longer while") {
+  Fixture f;
+  std::unique_ptr<Membership> a = f.Node("a", {"b"});
+  // b refutes (its record replaces the one a held), and a first hears of c.
+  REQUIRE(a->HandleMessage("b",
+                           From("b", std::monostate(),
+                                {f.Record("b", 101), f.Record("c", 100)}),
+                           f.now)
+              .ok());
+  REQUIRE(a->Find("b")->incarnation == 101);
+  REQUIRE(a->StateOf("c") == MemberState::kAlive);
+  // Three members: a suspicion timeout is 4 s (4 x max(1, log10 3) x 1 s),
+  // and a replaced record goes whole for 6 of them (24 s). A reply that
+  // says the views differ makes a sync by summaries at once.
+  const absl::Time start = f.now;
+  auto sync_at = [&](absl::Duration after) {
+    f.now = start + after;
+    PushPull differ{7};
+    differ.reply = true;
+    differ.mismatch = true;
+    REQUIRE(a->HandleMessage("b", From("b", differ), f.now).ok());
+    for (Outbound& out : a->TakeOutbox()) {
+      const PushPull* pp = std::get_if<PushPull>(&out.message.body);
+      if (pp != nullptr && !pp->reply && !pp->fill) return *pp;
+    }
+    FAIL("no push-pull sent");
+    return PushPull{};
+  };
+  auto whole = [](const PushPull& pp, const std::string& name) {
+    return std::any_of(
+        pp.members.begin(), pp.members.end(),
+        [&](const MemberDigest& d) { return d.alive->name == name; });
+  };
+  auto summarized = [](const PushPull& pp, const std::string& name) {
+    return std::any_of(pp.summaries.begin(), pp.summaries.end(),
+                       [&](const MemberSummary& x) { return x.name == name; });
+  };
+  const PushPull soon = sync_at(absl::Seconds(2));
+  CHECK(whole(soon, "b"));
+  CHECK(whole(soon, "c"));
+  // Past one suspicion timeout: c's first record is named, not sent, and
+  // b's replacing record still goes whole.
+  const PushPull later = sync_at(absl::Seconds(6));
+  CHECK(whole(later, "b"));
+  CHECK_FALSE(whole(later, "c"));
+  CHECK(summarized(later, "c"));
+  // Past the longer while, both are named.
+  const PushPull settled = sync_at(absl::Seconds(25));
+  CHECK_FALSE(whole(settled, "b"));
+  CHECK(summarized(settled, "b"));
+  CHECK(summarized(settled, "c"));
+}
+
 TEST_CASE("push-pull by digest: each side gets the records it lacks") {
   Fixture f;
   // a holds c's newer record and knows d; b knows e, which a does not.
