@@ -1,7 +1,8 @@
-// mycel node info | health | shutdown
+// mycel node info | stats | health | shutdown
 #include <stdio.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -87,6 +88,25 @@ int Info(Context& ctx, const std::vector<std::string>& args) {
                       mycel::v1::GetInfoRequest(), PrintInfo);
 }
 
+int Stats(Context& ctx, const std::vector<std::string>& args) {
+  mycel::v1::GetStatsRequest req;
+  if (args.size() > 1) {
+    fprintf(stderr, "mycel node stats: unexpected argument \"%s\"\n",
+            args[1].c_str());
+    return kExitUsage;
+  }
+  if (!args.empty()) req.set_prefix(args[0]);
+  return CallAndPrint(ctx, &mycel::v1::Node::Stub::GetStats, req,
+                      [](const mycel::v1::NodeStats& stats) {
+                        std::vector<std::vector<std::string>> rows;
+                        for (const mycel::v1::Counter& c : stats.counters()) {
+                          rows.push_back({c.name(), absl::StrCat(c.value())});
+                        }
+                        PrintTable({"COUNTER", "VALUE"}, rows);
+                        return kExitOk;
+                      });
+}
+
 int Health(Context& ctx, const std::vector<std::string>& args) {
   std::string service;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -150,6 +170,15 @@ int Shutdown(Context& ctx, const std::vector<std::string>& args) {
 constexpr Command kCommands[] = {
     {"info", "", "show the node's identity, kernel and host features", "",
      Info},
+    {"stats", "[PREFIX]",
+     "show the node's counters: gossip, replication, listeners, API guards",
+     "Counters since the daemon started, sorted by name: membership.*\n"
+     "(probes, suspicions, push-pulls, messages and payload bytes, messages\n"
+     "refused and why), gossip.* (links to peers), replication.*,\n"
+     "listener.unix.* and listener.tcp.* (connections accepted and refused),\n"
+     "api.* (streams and waits open, flood bans). PREFIX keeps the counters\n"
+     "whose name starts with it: mycel node stats membership.\n",
+     Stats},
     {"health", "[--service NAME]",
      "check the daemon's gRPC health; exits 0 when SERVING", "", Health},
     {"shutdown", "[--reboot|--halt|--poweroff]", "stop the daemon gracefully",

@@ -10,7 +10,10 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <future>
+#include <initializer_list>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -209,6 +212,7 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
     boost::asio::post(io_, [this, mode] { RequestStop("api", mode); });
   };
   params.orphans_reaped = [this] { return reaper_.orphans_reaped(); };
+  params.counters = [this] { return Counters(); };
   absl::StatusOr<cells::Cells*> manager =
       cells_ != nullptr ? absl::StatusOr<cells::Cells*>(cells_.get())
                         : absl::StatusOr<cells::Cells*>(
@@ -492,6 +496,130 @@ void Daemon::OnCallFlood(const std::string& identity, int64_t unstarted) {
        {"calls", unstarted},
        {"refused_for", absl::FormatDuration(flood_guard_->ban())},
        {"connections_closed", static_cast<uint64_t>(closed)}});
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>>
+Daemon::Counters() {
+  // On the event loop: the TCP server of a mesh is made there.
+  auto done = std::make_shared<
+      std::promise<std::vector<std::pair<std::string, int64_t>>>>();
+  std::future<std::vector<std::pair<std::string, int64_t>>> counters =
+      done->get_future();
+  boost::asio::post(io_, [this, done] { done->set_value(CountersOnLoop()); });
+  if (counters.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+    return absl::UnavailableError(
+        "stats: the daemon's event loop did not answer within 2 s (is the "
+        "daemon stopping?)");
+  }
+  return counters.get();
+}
+
+std::vector<std::pair<std::string, int64_t>> Daemon::CountersOnLoop() {
+  std::vector<std::pair<std::string, int64_t>> out;
+  auto add =
+      [&out](absl::string_view prefix,
+             std::initializer_list<std::pair<const char*, int64_t>> counters) {
+        for (const auto& [name, value] : counters) {
+          out.emplace_back(absl::StrCat(prefix, name), value);
+        }
+      };
+  auto n = [](uint64_t v) { return static_cast<int64_t>(v); };
+  if (absl::StatusOr<membership::DriverStats> d = membership_.Stats(); d.ok()) {
+    const membership::MembershipStats& m = d->membership;
+    add("membership.",
+        {{"messages_sent", n(d->messages_sent)},
+         {"bytes_sent", n(d->bytes_sent)},
+         {"messages_received", n(d->messages_received)},
+         {"bytes_received", n(d->bytes_received)},
+         {"messages_rejected", n(d->messages_rejected)},
+         {"deliveries_dropped", n(d->deliveries_dropped)},
+         {"send_drops", n(d->send_drops)},
+         {"send_failures", n(d->send_failures)},
+         {"replies_in_response", n(d->replies_in_response)},
+         {"health_score", d->health_score},
+         {"probes", n(m.probes)},
+         {"probes_indirect", n(m.probes_indirect)},
+         {"probes_failed", n(m.probes_failed)},
+         {"suspicions", n(m.suspicions)},
+         {"deaths_declared", n(m.deaths_declared)},
+         {"refutations", n(m.refutations)},
+         {"push_pulls_sent", n(m.push_pulls_sent)},
+         {"push_pulls_received", n(m.push_pulls_received)},
+         {"push_pulls_by_fingerprint", n(m.push_pulls_by_fingerprint)},
+         {"fingerprint_mismatches", n(m.fingerprint_mismatches)},
+         {"reconnect_attempts", n(m.reconnect_attempts)},
+         {"stale_updates", n(m.stale_updates)},
+         {"rejected_malformed", n(m.rejected_malformed)},
+         {"rejected_oversized", n(m.rejected_oversized)},
+         {"rejected_sender_mismatch", n(m.rejected_sender_mismatch)},
+         {"rejected_rate_limited", n(m.rejected_rate_limited)},
+         {"alive_rejected_signature", n(m.alive_rejected_signature)},
+         {"alive_rejected_name", n(m.alive_rejected_name)}});
+  }
+  if (absl::StatusOr<membership::GrpcTransport::Stats> t =
+          membership_.TransportStats();
+      t.ok()) {
+    add("gossip.", {{"links_open", t->links_open},
+                    {"links_dialed", t->links_dialed},
+                    {"links_accepted", t->links_accepted},
+                    {"links_stuck", t->links_stuck},
+                    {"links_evicted", t->links_evicted},
+                    {"links_refused", t->links_refused},
+                    {"frames_written", t->frames_written},
+                    {"frames_received", t->frames_received},
+                    {"frames_expired", t->frames_expired}});
+  }
+  if (absl::StatusOr<replication::ReplicationDriverStats> d =
+          replication_.Stats();
+      d.ok()) {
+    const replication::ReplicatorStats& r = d->replicator;
+    add("replication.",
+        {{"messages_sent", n(d->messages_sent)},
+         {"bytes_sent", n(d->bytes_sent)},
+         {"messages_received", n(d->messages_received)},
+         {"messages_rejected", n(d->messages_rejected)},
+         {"deliveries_dropped", n(d->deliveries_dropped)},
+         {"deliveries_quarantined", n(d->deliveries_quarantined)},
+         {"send_drops", n(d->send_drops)},
+         {"send_failures", n(d->send_failures)},
+         {"pushes_sent", n(r.pushes_sent)},
+         {"changes_received", n(r.changes_received)},
+         {"changes_applied", n(r.changes_applied)},
+         {"changes_lost", n(r.changes_lost)},
+         {"duplicates", n(r.duplicates)},
+         {"changes_refused", n(r.changes_refused)},
+         {"digests_sent", n(r.digests_sent)},
+         {"digests_in_sync", n(r.digests_in_sync)},
+         {"snapshots_started", n(r.snapshots_started)},
+         {"snapshots_refused", n(r.snapshots_refused)},
+         {"resyncs_completed", n(r.resyncs_completed)},
+         {"malformed", n(r.malformed)},
+         {"from_self", n(r.from_self)},
+         {"store_errors", n(r.store_errors)}});
+  }
+  auto listener = [&](const ApiServer* server, absl::string_view name) {
+    if (server == nullptr) return;
+    // No TCP endpoint here (port 0); the unix one has no port but exists.
+    if (name == "tcp" && server->port(name) == 0) return;
+    const Listener::Stats l = server->listener_stats(name);
+    add(absl::StrCat("listener.", name, "."),
+        {{"accepted", n(l.accepted)},
+         {"refused_admission", n(l.refused_admission)},
+         {"refused_no_fds", n(l.refused_no_fds)},
+         {"refused_rate", n(l.refused_rate)},
+         {"refused_open", n(l.refused_open)},
+         {"accept_failures", n(l.accept_failures)},
+         {"closed_after_window", n(l.closed_after_window)}});
+  };
+  listener(server_.get(), "unix");
+  listener(mesh_server_ != nullptr ? mesh_server_.get() : server_.get(), "tcp");
+  add("api.",
+      {{"log_streams_open", log_streams_ != nullptr ? log_streams_->open() : 0},
+       {"waits_open", waits_ != nullptr ? waits_->open() : 0},
+       {"watches_open",
+        state_watchers_ != nullptr ? state_watchers_->open() : 0},
+       {"flood_bans", flood_guard_ != nullptr ? n(flood_guard_->bans()) : 0}});
+  return out;
 }
 
 void Daemon::StartRotation() {

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -217,6 +219,10 @@ class Daemon {
   // and remembers the one it had for its workloads. A failure is logged.
   void ProtectFromOomKiller();
   void OnCallFlood(const std::string& identity, int64_t unstarted);
+  // The node's counters (Node.GetStats), read on the event loop;
+  // UNAVAILABLE when it does not answer within 2 s (the daemon stops).
+  absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> Counters();
+  std::vector<std::pair<std::string, int64_t>> CountersOnLoop();
   std::unique_ptr<identity::MeshNode> mesh_;
   // Renews the node certificate at two thirds of its life (started once
   // the node is in a mesh).

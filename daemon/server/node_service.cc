@@ -1,6 +1,10 @@
 #include "daemon/server/node_service.h"
 
+#include <algorithm>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/server/status_convert.h"
 #include "proto/proto_time.h"
 #include "runtime/log.h"
 #include "runtime/process.h"
@@ -70,6 +74,29 @@ grpc::Status NodeService::Shutdown(grpc::ServerContext* ctx,
             {{"peer", ctx->peer()},
              {"mode", mycel::v1::ShutdownMode_Name(req->mode())}});
   params_.on_shutdown(req->mode());
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::GetStats(grpc::ServerContext*,
+                                   const mycel::v1::GetStatsRequest* req,
+                                   mycel::v1::NodeStats* resp) {
+  constexpr size_t kMaxPrefix = 256;
+  if (req->prefix().size() > kMaxPrefix) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("prefix: ", req->prefix().size(),
+                                     " bytes, more than ", kMaxPrefix));
+  }
+  if (!params_.counters) return grpc::Status::OK;
+  absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> counters =
+      params_.counters();
+  if (!counters.ok()) return ToGrpc(counters.status());
+  std::sort(counters->begin(), counters->end());
+  for (const auto& [name, value] : *counters) {
+    if (!absl::StartsWith(name, req->prefix())) continue;
+    mycel::v1::Counter* c = resp->add_counters();
+    c->set_name(name);
+    c->set_value(value);
+  }
   return grpc::Status::OK;
 }
 

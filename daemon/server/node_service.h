@@ -3,9 +3,13 @@
 #define MYCEL_DAEMON_SERVER_NODE_SERVICE_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "mycel/v1/node.grpc.pb.h"
 #include "runtime/host_info.h"
@@ -29,6 +33,10 @@ class NodeService final : public mycel::v1::Node::Service {
     std::function<void(mycel::v1::ShutdownMode)> on_shutdown;
     // Orphans reaped so far (may be empty).
     std::function<uint64_t()> orphans_reaped;
+    // The node's counters, in any order (GetStats; may be empty).
+    std::function<
+        absl::StatusOr<std::vector<std::pair<std::string, int64_t>>>()>
+        counters;
   };
 
   explicit NodeService(Params params) : params_(std::move(params)) {}
@@ -44,6 +52,11 @@ class NodeService final : public mycel::v1::Node::Service {
   grpc::Status Shutdown(grpc::ServerContext* ctx,
                         const mycel::v1::ShutdownRequest* req,
                         mycel::v1::ShutdownResponse* resp) override;
+  // INVALID_ARGUMENT for a prefix over 256 bytes; the counters' error
+  // (UNAVAILABLE while the daemon stops).
+  grpc::Status GetStats(grpc::ServerContext* ctx,
+                        const mycel::v1::GetStatsRequest* req,
+                        mycel::v1::NodeStats* resp) override;
 
  private:
   const Params params_;

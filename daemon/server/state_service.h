@@ -61,6 +61,8 @@ class StateWatchers {
   absl::StatusOr<CallSlots::Slot> Open(absl::string_view caller) {
     return slots_.Take("watch", caller);
   }
+  // Watch streams open now.
+  int open() const { return slots_.open(); }
 
  private:
   struct Waiter {

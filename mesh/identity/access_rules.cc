@@ -7,6 +7,7 @@ namespace {
 
 constexpr AccessRule kRules[] = {
     {"/mycel.v1.Node/GetInfo", Access::kRead},
+    {"/mycel.v1.Node/GetStats", Access::kRead},
     {"/mycel.v1.Node/Shutdown", Access::kWrite},
     {"/mycel.v1.Cells/Create", Access::kWrite},
     {"/mycel.v1.Cells/Delete", Access::kWrite},

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -101,6 +102,41 @@ TEST_CASE("the mycel CLI reads node info as a table and as stable JSON") {
   CHECK(unknown.exit_code == 1);
   CHECK(unknown.err ==
         "mycel: health: service \"nope.Service\" is not known to myceld\n");
+}
+
+TEST_CASE("node stats: the node's counters, sorted, by prefix, as JSON") {
+  TempDir dir;
+  DaemonProcess d(dir.path());
+  REQUIRE(d.Start());
+  auto json = d.Cli({"-o", "json", "node", "stats"});
+  REQUIRE(json.exit_code == 0);
+  mycel::v1::NodeStats stats;
+  REQUIRE(google::protobuf::util::JsonStringToMessage(json.out, &stats).ok());
+  std::vector<std::string> names;
+  int64_t accepted = -1;
+  for (const mycel::v1::Counter& c : stats.counters()) {
+    names.push_back(c.name());
+    if (c.name() == "listener.unix.accepted") accepted = c.value();
+  }
+  CHECK(std::is_sorted(names.begin(), names.end()));
+  // This CLI's own connection, at least.
+  CHECK(accepted >= 1);
+  CHECK(std::find(names.begin(), names.end(), "api.flood_bans") != names.end());
+  // Outside a mesh nothing gossips: no membership or replication counters.
+  for (const std::string& n : names) {
+    CHECK_FALSE(absl::StartsWith(n, "membership."));
+    CHECK_FALSE(absl::StartsWith(n, "replication."));
+  }
+  auto table = d.Cli({"node", "stats", "listener.unix."});
+  REQUIRE(table.exit_code == 0);
+  CHECK(absl::StartsWith(table.out, "COUNTER"));
+  CHECK(table.out.find("listener.unix.accepted") != std::string::npos);
+  CHECK(table.out.find("api.") == std::string::npos);
+  auto long_prefix = d.Cli({"node", "stats", std::string(300, 'a')});
+  CHECK(long_prefix.exit_code == 1);
+  CHECK(long_prefix.err.find("prefix: 300 bytes, more than 256") !=
+        std::string::npos);
+  CHECK(d.Cli({"node", "stats", "a", "b"}).exit_code == 2);
 }
 
 TEST_CASE("the standard health service and reflection answer any client") {

@@ -634,6 +634,19 @@ void StatePut(const Node& n, const std::string& key, const std::string& value) {
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
 }
 
+// A counter of `mycel node stats` on `n`; -1 when it has none by that name.
+int64_t StatOf(const Node& n, const std::string& name) {
+  CommandResult r = n.Local({"node", "stats", name});
+  if (r.exit_code != 0) return -1;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int64_t v = 0;
+    if (f.size() == 2 && f[0] == name && absl::SimpleAtoi(f[1], &v)) return v;
+  }
+  return -1;
+}
+
 TEST_CASE(
     "joined nodes find each other and replicate state, across a restart") {
   Node a({"--node-name", "a"});
@@ -656,6 +669,25 @@ TEST_CASE(
                    absl::Seconds(10)));
   MESSAGE("a write on a reached c after ",
           absl::FormatDuration(absl::Now() - put));
+  // What an operator reads of it: a probes and sends over links it keeps,
+  // b and c came in through its TCP listener, c applied a's change, and
+  // nothing was refused or banned.
+  // (a probes one member a second.)
+  CHECK(Eventually([&] { return StatOf(a, "membership.probes") > 0; },
+                   absl::Seconds(5)));
+  const int64_t sent = StatOf(a, "membership.messages_sent");
+  CHECK(sent > 0);
+  CHECK(StatOf(a, "membership.bytes_sent") > sent);
+  CHECK(StatOf(a, "gossip.links_open") >= 1);
+  CHECK(StatOf(a, "listener.tcp.accepted") >= 2);
+  CHECK(StatOf(a, "replication.messages_sent") > 0);
+  CHECK(StatOf(c, "replication.changes_applied") >= 1);
+  for (const Node* n : {&a, &b, &c}) {
+    CHECK(StatOf(*n, "membership.rejected_malformed") == 0);
+    CHECK(StatOf(*n, "membership.alive_rejected_signature") == 0);
+    CHECK(StatOf(*n, "replication.changes_refused") == 0);
+    CHECK(StatOf(*n, "api.flood_bans") == 0);
+  }
   CHECK(Eventually([&] { return StateGet(b, "app/color") == "\"blue\""; },
                    absl::Seconds(10)));
   // c stops; writes continue; c restarts and catches up, and its own
