@@ -483,16 +483,29 @@ void Daemon::ProtectFromOomKiller() {
 }
 
 void Daemon::OnCallFlood(const std::string& identity, int64_t unstarted) {
+  // gRPC does not say which connection the calls came on. A client without
+  // a certificate can only be on a connection taken while joins were
+  // served: those are shut down, and the members connected before keep
+  // their links. A certificate holder may be on any.
+  const bool certless = identity.empty();
   size_t closed = 0;
-  if (server_ != nullptr) closed += server_->ShutdownConnections("tcp");
-  if (mesh_server_ != nullptr) {
-    closed += mesh_server_->ShutdownConnections("tcp");
+  for (ApiServer* server : {server_.get(), mesh_server_.get()}) {
+    if (server == nullptr) continue;
+    closed += certless ? server->ShutdownWindowConnections("tcp")
+                       : server->ShutdownConnections("tcp");
   }
   log::Error(
-      "a TCP client opened calls that never reached this node (HTTP/2 "
-      "streams reset at once?): its certificate is refused for a while, "
-      "and every TCP connection was shut down (the others reconnect)",
-      {{"identity", identity.empty() ? "(no certificate)" : identity},
+      certless
+          ? "a TCP client without a certificate opened calls that never "
+            "reached this node (HTTP/2 streams reset at once?): clients "
+            "without one are refused for a while, and the connections "
+            "taken while joins were served were shut down (the others "
+            "stay)"
+          : "a TCP client opened calls that never reached this node (HTTP/2 "
+            "streams reset at once?): its certificate is refused for a "
+            "while, and every TCP connection was shut down (the others "
+            "reconnect)",
+      {{"identity", certless ? "(no certificate)" : identity},
        {"calls", unstarted},
        {"refused_for", absl::FormatDuration(flood_guard_->ban())},
        {"connections_closed", static_cast<uint64_t>(closed)}});

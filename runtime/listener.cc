@@ -149,7 +149,12 @@ Listener::Listener(boost::asio::io_context* io, ListeningSocket socket,
 Listener::~Listener() { Close(); }
 
 void Listener::Start() {
-  boost::asio::post(*io_, [this] { Arm(); });
+  boost::asio::post(*io_, [this] {
+    Arm();
+    // The window is asked every window_check, so that connections accepted
+    // just before it opens are kept too (WindowOpen).
+    if (options_.window) ArmWindowCheck();
+  });
 }
 
 void Listener::Close() {
@@ -268,12 +273,38 @@ void Listener::CheckWindow() {
                               (p.revents & (POLLHUP | POLLERR | POLLNVAL));
                      }),
       window_conns_.end());
-  if (window_conns_.empty()) return;
-  if (!options_.window()) {
-    CloseWindowConnections();
-    return;
-  }
+  if (!WindowOpen() && !window_conns_.empty()) CloseWindowConnections();
   ArmWindowCheck();
+}
+
+bool Listener::WindowOpen() {
+  const bool open = options_.window();
+  if (open && !window_seen_open_) KeepRecentConnections();
+  window_seen_open_ = open;
+  return open;
+}
+
+void Listener::KeepRecentConnections() {
+  const absl::Time since = absl::Now() - options_.window_lookback;
+  for (const auto& [source, handed] : open_) {
+    for (const Handed& h : handed) {
+      if (h.accepted < since) continue;
+      // gRPC may have closed the descriptor, and another taken its number:
+      // the duplicate must name the socket handed over.
+      UniqueFd dup(fcntl(h.fd, F_DUPFD_CLOEXEC, 0));
+      if (!dup.valid() || SocketCookie(dup.get()) != h.cookie) continue;
+      KeepWindowConnection(std::move(dup));
+    }
+  }
+}
+
+size_t Listener::ShutdownWindowConnections() {
+  size_t n = 0;
+  for (UniqueFd& fd : window_conns_) {
+    if (shutdown(fd.get(), SHUT_RDWR) == 0) ++n;
+  }
+  window_conns_.clear();
+  return n;
 }
 
 void Listener::CloseWindowConnections() {
@@ -355,7 +386,7 @@ size_t Listener::ShutdownOpen() {
 void Listener::RecordOpen(const std::string& source, int fd) {
   const uint64_t cookie = SocketCookie(fd);
   if (cookie == 0) return;
-  open_[source].push_back(Handed{fd, cookie});
+  open_[source].push_back(Handed{fd, cookie, absl::Now()});
   ++recorded_since_sweep_;
 }
 
@@ -432,7 +463,7 @@ void Listener::OnReadable() {
       }
     }
     UniqueFd window_dup;
-    if (options_.window && options_.window()) {
+    if (options_.window && WindowOpen()) {
       // Kept to shut the connection down when the window closes; one that
       // could not be kept is not taken.
       window_dup = UniqueFd(fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));

@@ -84,6 +84,12 @@ class Listener {
     // none outlives the window. Empty: no window.
     std::function<bool()> window;
     absl::Duration window_check = absl::Seconds(2);
+    // A connection accepted before the window opened may finish its
+    // handshake inside it (and so be taken on the weaker terms): those
+    // accepted this long before the window was seen to open are kept as
+    // if taken in it. The server's handshake timeout (10 s) and a check's
+    // delay.
+    absl::Duration window_lookback = absl::Seconds(12);
   };
 
   // Counters, for tests and status lines.
@@ -116,6 +122,9 @@ class Listener {
   // open, for the server that owns it to close; returns how many. Its
   // clients reconnect. On the io_context's thread.
   size_t ShutdownOpen();
+  // The same for the connections taken while the window was open (or
+  // kept as if they were); the others stay. On the io_context's thread.
+  size_t ShutdownWindowConnections();
 
  private:
   void Arm();
@@ -130,9 +139,13 @@ class Listener {
   // Keeps `dup`, a duplicate of a connection accepted while the window was
   // open.
   void KeepWindowConnection(UniqueFd dup);
+  // Asks whether the window is open; when it has opened since last asked,
+  // first keeps the connections accepted within window_lookback.
+  bool WindowOpen();
+  void KeepRecentConnections();
   void ArmWindowCheck();
-  // Forgets window connections that have closed, and shuts the others
-  // down when the window has closed; re-arms while any is left.
+  // Forgets window connections that have closed, asks the window, and
+  // shuts the others down when it has closed; re-arms.
   void CheckWindow();
   void CloseWindowConnections();
 
@@ -143,6 +156,8 @@ class Listener {
   boost::asio::steady_timer retry_;
   boost::asio::steady_timer window_timer_;
   bool window_armed_ = false;
+  // The window's state when last asked.
+  bool window_seen_open_ = false;
   // Duplicates of the connections accepted while the window was open.
   std::vector<UniqueFd> window_conns_;
   // Recent connection times per source address (its bytes), oldest first.
@@ -151,6 +166,7 @@ class Listener {
   struct Handed {
     int fd;
     uint64_t cookie;
+    absl::Time accepted;
   };
   absl::flat_hash_map<std::string, std::vector<Handed>> open_;
   size_t recorded_since_sweep_ = 0;

@@ -98,6 +98,15 @@ size_t ApiServer::ShutdownConnections(absl::string_view name) {
   return 0;
 }
 
+size_t ApiServer::ShutdownWindowConnections(absl::string_view name) {
+  for (Running& r : endpoints_) {
+    if (r.name == name && r.listener != nullptr) {
+      return r.listener->ShutdownWindowConnections();
+    }
+  }
+  return 0;
+}
+
 void ApiServer::SetServingStatus(absl::string_view endpoint,
                                  const std::string& service, bool serving) {
   if (stopped_) return;

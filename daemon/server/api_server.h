@@ -80,6 +80,9 @@ class ApiServer {
   // Shuts down every connection the endpoint named `name` holds
   // (Listener::ShutdownOpen); returns how many. On the io_context's thread.
   size_t ShutdownConnections(absl::string_view name);
+  // Only those the endpoint took while it served joins to clients without
+  // a certificate (Listener::ShutdownWindowConnections).
+  size_t ShutdownWindowConnections(absl::string_view name);
 
   // Marks every endpoint NOT_SERVING, stops accepting, and waits up to
   // `grace` for calls in flight. Idempotent.

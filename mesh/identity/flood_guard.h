@@ -16,7 +16,9 @@
 // `ban` (its calls are refused, and so are its TLS handshakes) and
 // `on_flood` runs, once per ban; the daemon then shuts down every TCP
 // connection it holds, the flooder's among them (gRPC does not say which
-// connection a call came on), and the others reconnect.
+// connection a call came on), and the others reconnect; for a flooder
+// without a certificate, only the connections taken while the node served
+// joins, the only ones such a client can hold.
 //
 // Thread-safe.
 #ifndef MYCEL_MESH_IDENTITY_FLOOD_GUARD_H_

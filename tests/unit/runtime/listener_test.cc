@@ -10,7 +10,9 @@
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <chrono>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -93,6 +95,13 @@ class TcpListenerFixture {
     handed_[i] = UniqueFd();
   }
   Listener::Stats stats() const { return listener_->stats(); }
+  // Listener::ShutdownWindowConnections, on the listener's thread.
+  size_t ShutdownWindow() {
+    std::promise<size_t> done;
+    boost::asio::post(
+        io_, [&] { done.set_value(listener_->ShutdownWindowConnections()); });
+    return done.get_future().get();
+  }
 
  private:
   boost::asio::io_context io_;
@@ -248,6 +257,58 @@ TEST_CASE("a window connection its owner closed is only forgotten") {
   for (int i = 0; i < 10 && !shut; ++i) shut = SeesEof(second);
   CHECK(shut);
   CHECK(f.stats().closed_after_window == 1);  // the second only
+}
+
+TEST_CASE("a connection accepted just before the window opens is kept too") {
+  // Its handshake may finish inside the window (the server allows 10 s),
+  // and so take what the window gives: it is kept as if taken in it, and
+  // shut down when the window closes. One accepted longer before is not.
+  std::atomic<bool> open{false};
+  Listener::Options o;
+  o.window = [&] { return open.load(); };
+  o.window_check = absl::Milliseconds(50);
+  o.window_lookback = absl::Seconds(2);
+  TcpListenerFixture f(o);
+  UniqueFd old = f.Connect();
+  f.WaitHandled(1);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  UniqueFd recent = f.Connect();
+  f.WaitHandled(2);
+  open = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK_FALSE(SeesEof(recent));
+  open = false;
+  bool shut = false;
+  for (int i = 0; i < 10 && !shut; ++i) shut = SeesEof(recent);
+  CHECK(shut);
+  CHECK(f.stats().closed_after_window == 1);
+  CHECK_FALSE(SeesEof(old));
+}
+
+TEST_CASE("a flood without a certificate shuts the window's connections only") {
+  // The daemon's answer to calls flooded by a client without a
+  // certificate: such a client can only hold a connection taken in the
+  // window, and the members connected before keep theirs.
+  std::atomic<bool> open{false};
+  Listener::Options o;
+  o.window = [&] { return open.load(); };
+  o.window_check = absl::Milliseconds(50);
+  o.window_lookback = absl::ZeroDuration();
+  TcpListenerFixture f(o);
+  UniqueFd before = f.Connect();
+  f.WaitHandled(1);
+  open = true;
+  UniqueFd during = f.Connect();
+  f.WaitHandled(2);
+  CHECK(f.ShutdownWindow() == 1);
+  CHECK(SeesEof(during));
+  CHECK_FALSE(SeesEof(before));
+  // The window is still open: the next one is taken, and kept.
+  UniqueFd next = f.Connect();
+  f.WaitHandled(3);
+  CHECK_FALSE(SeesEof(next));
+  CHECK(f.ShutdownWindow() == 1);
+  CHECK(SeesEof(next));
 }
 
 }  // namespace
