@@ -62,9 +62,10 @@ int ConnectTcp(int port) {
   return fd;
 }
 
-std::unique_ptr<HeldTls> HeldTls::Open(const char* source, int port,
-                                       const std::string& cert_file,
-                                       const std::string& key_file) {
+std::unique_ptr<HeldTls> HeldTls::Open(
+    const char* source, int port, const std::string& cert_file,
+    const std::string& key_file,
+    const std::function<void()>& before_handshake) {
   // A write to a connection the server closed must fail, not end the test.
   signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<HeldTls> h(new HeldTls());
@@ -86,6 +87,7 @@ std::unique_ptr<HeldTls> HeldTls::Open(const char* source, int port,
   if (connect(h->fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
     return nullptr;
   }
+  if (before_handshake) before_handshake();
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   h->ctx_ = ctx;
   if (ctx == nullptr) return nullptr;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,9 +50,12 @@ int ConnectTcp(int port);
 class HeldTls {
  public:
   // nullptr when the server refused or closed the connection.
-  static std::unique_ptr<HeldTls> Open(const char* source, int port,
-                                       const std::string& cert_file = "",
-                                       const std::string& key_file = "");
+  // `before_handshake`, when given, runs once the TCP connection is made
+  // and before the TLS handshake starts.
+  static std::unique_ptr<HeldTls> Open(
+      const char* source, int port, const std::string& cert_file = "",
+      const std::string& key_file = "",
+      const std::function<void()>& before_handshake = nullptr);
   // Whether the server closes the connection within `timeout` (anything it
   // sends before, such as its settings, is read and dropped).
   bool ClosedWithin(std::chrono::milliseconds timeout);

@@ -642,6 +642,34 @@ TEST_CASE("TCP: a connection taken while joins were served closes after") {
 }
 
 TEST_CASE(
+    "TCP: a connection made just before joins are served, that finishes its "
+    "handshake inside the window without a certificate, closes after") {
+  // The server allows 10 s for a handshake: a client can connect while the
+  // node serves no joins and finish its handshake, without a certificate,
+  // once a token is open. The listener keeps it as taken in the window.
+  TempDir dir;
+  const int port = testing::FreePort();
+  DaemonProcess d(dir.path(), {"--listen", absl::StrCat("127.0.0.1:", port),
+                               "--node-name", "a"});
+  REQUIRE(d.Start());
+  auto init = d.Cli({"mesh", "init", "--name", "t"});
+  REQUIRE_MESSAGE(init.exit_code == 0, init.err);
+  std::string id;
+  auto held = adversarial::HeldTls::Open("127.0.0.2", port, "", "", [&] {
+    // Connected, no handshake yet: now the token, and time for the
+    // listener to see the window open (it asks every 2 s).
+    auto token = d.Cli({"mesh", "token", "create"});
+    REQUIRE_MESSAGE(token.exit_code == 0, token.err);
+    id = token.out.substr(7, 6);
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+  });
+  REQUIRE(held != nullptr);  // served without a certificate
+  CHECK_FALSE(held->ClosedWithin(std::chrono::milliseconds(500)));
+  REQUIRE(d.Cli({"mesh", "token", "revoke", id}).exit_code == 0);
+  CHECK(held->ClosedWithin(std::chrono::seconds(6)));
+}
+
+TEST_CASE(
     "TCP: a client without a certificate that floods an authority is cut "
     "off; members connected before keep their links") {
   // An authority serves clients without a certificate while a join token
