@@ -607,21 +607,22 @@ TEST_CASE(
   CHECK(kill(d.pid(), 0) == 0);
 }
 
-TEST_CASE("TCP: a connection taken while joins were served closes after") {
-  // An authority takes clients without a certificate while it holds a join
-  // token that can admit someone. One that connected then and held its
-  // connection would keep what the window gave (HTTP/2 streams without a
-  // certificate) for good: it is shut down once the window closes.
-  TempDir dir;
-  const int port = testing::FreePort();
-  DaemonProcess d(dir.path(), {"--listen", absl::StrCat("127.0.0.1:", port),
-                               "--node-name", "a"});
+// A node serving 127.0.0.1:`port` (AuthorityFlags) that made a mesh: an
+// authority, which takes clients without a certificate while a join token
+// is open.
+std::vector<std::string> AuthorityFlags(int port) {
+  return {"--listen", absl::StrCat("127.0.0.1:", port), "--node-name", "a"};
+}
+void StartAuthority(DaemonProcess& d) {
   REQUIRE(d.Start());
   auto init = d.Cli({"mesh", "init", "--name", "t"});
   REQUIRE_MESSAGE(init.exit_code == 0, init.err);
-  auto token = d.Cli({"mesh", "token", "create"});
-  REQUIRE_MESSAGE(token.exit_code == 0, token.err);
-  const std::string id = token.out.substr(7, 6);
+}
+
+// A TLS connection without a certificate from 127.0.0.2, retried until the
+// node takes one (it asks whether it serves joins as connections arrive);
+// nullptr after 10 s.
+std::unique_ptr<adversarial::HeldTls> OpenCertless(int port) {
   std::unique_ptr<adversarial::HeldTls> held;
   auto started = std::chrono::steady_clock::now();
   while (held == nullptr && Elapsed(started) < std::chrono::seconds(10)) {
@@ -630,6 +631,22 @@ TEST_CASE("TCP: a connection taken while joins were served closes after") {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
+  return held;
+}
+
+TEST_CASE("TCP: a connection taken while joins were served closes after") {
+  // An authority takes clients without a certificate while it holds a join
+  // token that can admit someone. One that connected then and held its
+  // connection would keep what the window gave (HTTP/2 streams without a
+  // certificate) for good: it is shut down once the window closes.
+  TempDir dir;
+  const int port = testing::FreePort();
+  DaemonProcess d(dir.path(), AuthorityFlags(port));
+  StartAuthority(d);
+  auto token = d.Cli({"mesh", "token", "create"});
+  REQUIRE_MESSAGE(token.exit_code == 0, token.err);
+  const std::string id = token.out.substr(7, 6);
+  std::unique_ptr<adversarial::HeldTls> held = OpenCertless(port);
   REQUIRE(held != nullptr);
   CHECK_FALSE(held->ClosedWithin(std::chrono::milliseconds(500)));
   REQUIRE(d.Cli({"mesh", "token", "revoke", id}).exit_code == 0);
@@ -649,11 +666,8 @@ TEST_CASE(
   // once a token is open. The listener keeps it as taken in the window.
   TempDir dir;
   const int port = testing::FreePort();
-  DaemonProcess d(dir.path(), {"--listen", absl::StrCat("127.0.0.1:", port),
-                               "--node-name", "a"});
-  REQUIRE(d.Start());
-  auto init = d.Cli({"mesh", "init", "--name", "t"});
-  REQUIRE_MESSAGE(init.exit_code == 0, init.err);
+  DaemonProcess d(dir.path(), AuthorityFlags(port));
+  StartAuthority(d);
   std::string id;
   auto held = adversarial::HeldTls::Open("127.0.0.2", port, "", "", [&] {
     // Connected, no handshake yet: now the token, and time for the
@@ -679,11 +693,8 @@ TEST_CASE(
   // served, so those are shut down, and the links from before stay.
   TempDir dir;
   const int port = testing::FreePort();
-  DaemonProcess d(dir.path(), {"--listen", absl::StrCat("127.0.0.1:", port),
-                               "--node-name", "a"});
-  REQUIRE(d.Start());
-  auto init = d.Cli({"mesh", "init", "--name", "t"});
-  REQUIRE_MESSAGE(init.exit_code == 0, init.err);
+  DaemonProcess d(dir.path(), AuthorityFlags(port));
+  StartAuthority(d);
   const std::string bob = dir.Sub("bob");
   auto add =
       d.Cli({"mesh", "user", "add", "bob", "--role", "viewer", "--out", bob});
@@ -702,14 +713,7 @@ TEST_CASE(
   std::this_thread::sleep_for(std::chrono::seconds(13));
   auto token = d.Cli({"mesh", "token", "create"});
   REQUIRE_MESSAGE(token.exit_code == 0, token.err);
-  std::unique_ptr<adversarial::HeldTls> attacker;
-  auto started = std::chrono::steady_clock::now();
-  while (attacker == nullptr && Elapsed(started) < std::chrono::seconds(10)) {
-    attacker = adversarial::HeldTls::Open("127.0.0.2", port);
-    if (attacker == nullptr) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
+  std::unique_ptr<adversarial::HeldTls> attacker = OpenCertless(port);
   REQUIRE(attacker != nullptr);
   const int64_t sent = attacker->ResetStreams("/mycel.v1.Mesh/GetCa", 300000);
   MESSAGE("streams opened and reset before the connection was shut: " << sent);
