@@ -75,7 +75,8 @@
 # converge_weak_s, launch_s, removals_before_kill, victim, detect_status
 # (ok|timeout|skipped), detect_s, detect_first_s, detect_kinds, idle_window_s (the mean of the
 # nodes' own windows), idle_nodes, and per survivor node
-# idle_udp_Bps / idle_tcp_Bps / idle_total_Bps / idle_udp_pps arrays.
+# idle_udp_Bps / idle_tcp_Bps / idle_total_Bps / idle_payload_Bps /
+# idle_udp_pps arrays (idle_payload_Bps: see payload_bytes below).
 # Exit status 77: an implementation is not available.
 #
 # ---- What an implementation must provide (the plug-in contract) ----------
@@ -93,11 +94,16 @@
 #          the gossip it trusts) declares a member failed, "left" for a
 #          member that announced its departure. Suspicion needs no event.
 #   BYTES <ns> reason=usr1 udp_bytes=B udp_pkts=P tcp_bytes=B tcp_conns=C
+#          [payload_bytes=B]
 #          on SIGUSR1 (within 5 s): totals SENT since start. For mycel
 #          over gRPC: tcp_bytes = bytes written to its peer TCP sockets
 #          (TLS records, HTTP/2 framing and all: what write/sendmsg
 #          accepted), udp_* = 0 unless it has a UDP path; tcp_conns =
-#          connections opened or accepted.
+#          connections opened or accepted; payload_bytes = the protocol's
+#          own messages, encoded, before TLS, HTTP/2 and TCP (myceld's
+#          membership.bytes_sent; -1 when unknown). Absent: the node sends
+#          its messages as they are, and they are udp_bytes + tcp_bytes
+#          (memberlist without encryption).
 #   It must exit on SIGTERM and tolerate SIGKILL. Member names are the
 #   --name values the script gives (n0, n1, ...).
 # If myceld cannot print these lines itself, a small adapter can: run the
@@ -500,7 +506,7 @@ analyze() { # DIR N T0 TKILL VICTIM
       det[$2] = $1 - tk; kinds[$4]++
     }
     $3 == "BYTES" { k = ++nb[$2]; bt[$2, k] = $1; ub[$2, k] = $4; up[$2, k] = $5
-      tb[$2, k] = $6 }
+      tb[$2, k] = $6; pb[$2, k] = ($8 == "" ? "" : $8) }
     # mawk prints numbers above 2^31 as %.6g: every ns value goes through ns().
     function ns(v) { return v == "" ? "" : sprintf("%.0f", v) }
     END {
@@ -516,7 +522,7 @@ analyze() { # DIR N T0 TKILL VICTIM
       printf "detect_count=%d\ndetect_max_ns=%s\ndetect_min_ns=%s\n", nd, ns(dmax), ns(dmin)
       ks = ""; for (k in kinds) ks = ks (ks == "" ? "" : ",") k ":" kinds[k]
       printf "detect_kinds=%s\n", ks
-      u = ""; t = ""; a = ""; p = ""; w = 0; nw = 0
+      u = ""; t = ""; a = ""; p = ""; l = ""; w = 0; nw = 0
       for (n in nb) { if (nb[n] < 2) continue
         k = nb[n]; dt = (bt[n, k] - bt[n, 1]) / 1e9; if (dt <= 0) continue
         du = (ub[n, k] - ub[n, 1]) / dt; dtc = (tb[n, k] - tb[n, 1]) / dt
@@ -525,8 +531,14 @@ analyze() { # DIR N T0 TKILL VICTIM
         t = t (t == "" ? "" : ",") sprintf("%.1f", dtc)
         a = a (a == "" ? "" : ",") sprintf("%.1f", du + dtc)
         p = p (p == "" ? "" : ",") sprintf("%.2f", dp)
+        # payload_bytes: absent, the messages are the bytes sent; -1, unknown.
+        if (pb[n, 1] == "") dl = du + dtc
+        else if (pb[n, 1] < 0 || pb[n, k] < 0) dl = ""
+        else dl = (pb[n, k] - pb[n, 1]) / dt
+        if (dl != "") l = l (l == "" ? "" : ",") sprintf("%.1f", dl)
         w += dt; nw++ }
       printf "idle_udp=%s\nidle_tcp=%s\nidle_total=%s\nidle_pps=%s\n", u, t, a, p
+      printf "idle_payload=%s\n", l
       printf "idle_window_s=%s\nidle_nodes=%d\n", (nw ? sprintf("%.2f", w / nw) : ""), nw
     }'
 }
@@ -639,7 +651,8 @@ run_one() { # IMPL N RUN
     --arg kinds "${r[detect_kinds]}" \
     --argjson iw "${r[idle_window_s]:-null}" --argjson inodes "${r[idle_nodes]:-0}" \
     --argjson iu "[${r[idle_udp]}]" --argjson it "[${r[idle_tcp]}]" \
-    --argjson ia "[${r[idle_total]}]" --argjson ip "[${r[idle_pps]}]" '
+    --argjson ia "[${r[idle_total]}]" --argjson ip "[${r[idle_pps]}]" \
+    --argjson il "[${r[idle_payload]}]" '
     {bench: "membership", session: $session, impl: $impl, impl_version: $ver,
      nodes: $n, run: $run, seeds: $seeds, params: $params, config: $config,
      load1: $load1, converge_status: $cs,
@@ -650,7 +663,8 @@ run_one() { # IMPL N RUN
      detect_status: $ds, detect_s: (if $ds == "ok" then $det else null end),
      detect_first_s: $detf, detect_kinds: $kinds,
      idle_window_s: $iw, idle_nodes: $inodes, idle_udp_Bps: $iu,
-     idle_tcp_Bps: $it, idle_total_Bps: $ia, idle_udp_pps: $ip}' \
+     idle_tcp_Bps: $it, idle_total_Bps: $ia, idle_payload_Bps: $il,
+     idle_udp_pps: $ip}' \
     >>"$results"
   rm -rf "$dir"
 }
@@ -759,6 +773,8 @@ conv_vals='map(if .converge_status == "ok" then .converge_s
       row "$impl" "$n" "idle UDP B/s per node" '[.[].idle_udp_Bps[]]' 0
       row "$impl" "$n" "idle TCP B/s per node" '[.[].idle_tcp_Bps[]]' 0
       row "$impl" "$n" "idle total B/s per node" '[.[].idle_total_Bps[]]' 0
+      row "$impl" "$n" "  of it the messages, B/s" \
+        '[.[].idle_payload_Bps // [] | .[]]' 0
       row "$impl" "$n" "idle UDP packets/s per node" '[.[].idle_udp_pps[]]' 2
     done
   done

@@ -190,10 +190,14 @@ class Node {
     membership_.Stop();
   }
 
+  // `bytes` and `conns` are the process's shares; the payload is this
+  // node's own (its membership messages, encoded).
   void Bytes(int64_t t, uint64_t bytes, uint64_t conns) {
+    absl::StatusOr<membership::DriverStats> stats = membership_.Stats();
     out_->Line(absl::StrCat(
         "BYTES ", t, " reason=usr1 udp_bytes=0 udp_pkts=0 tcp_bytes=", bytes,
-        " tcp_conns=", conns));
+        " tcp_conns=", conns, " payload_bytes=",
+        stats.ok() ? static_cast<int64_t>(stats->bytes_sent) : -1));
   }
 
  private:

@@ -11,8 +11,9 @@
 // the pipe adds microseconds. Every log line is also copied to this
 // adapter's stderr with that stamp, for diagnosis. BYTES on SIGUSR1 sums
 // bytes_sent of myceld's TCP sockets open at that moment (ss -tinpH), so
-// bytes of connections already closed are not counted. myceld dies with
-// this process (PR_SET_PDEATHSIG), so a SIGKILL of the node kills the
+// bytes of connections already closed are not counted, and gives the
+// daemon's membership.bytes_sent (`mycel node stats`) as payload_bytes. myceld
+// dies with this process (PR_SET_PDEATHSIG), so a SIGKILL of the node kills the
 // daemon too.
 //
 // C++ rather than a script: 50 of these start at once on 2 CPUs, and a
@@ -65,12 +66,33 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   return parts;
 }
 
-// Bytes sent on the daemon's TCP sockets, and how many sockets it has.
-void Bytes(pid_t daemon) {
+// The daemon's membership.bytes_sent (`mycel node stats`): its messages'
+// encoded bytes, before TLS, HTTP/2 and TCP. -1 when it cannot be read.
+int64_t PayloadBytes(const std::string& cli, const std::string& socket) {
+  const std::string command = "'" + cli + "' --socket '" + socket +
+                              "' node stats membership.bytes_sent 2>/dev/null";
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return -1;
+  int64_t value = -1;
+  char line[256];
+  while (fgets(line, sizeof(line), p) != nullptr) {
+    long long v = 0;
+    if (sscanf(line, "membership.bytes_sent %lld", &v) == 1) value = v;
+  }
+  if (pclose(p) != 0) return -1;
+  return value;
+}
+
+// Bytes sent on the daemon's TCP sockets, how many sockets it has, and
+// what of it is membership's messages.
+void Bytes(pid_t daemon, const std::string& cli, const std::string& socket) {
+  const int64_t t = Now();
   const mycel::bench::TcpBytes b = mycel::bench::TcpBytesOf(daemon);
-  Out("BYTES " + std::to_string(Now()) +
+  const int64_t payload = PayloadBytes(cli, socket);
+  Out("BYTES " + std::to_string(t) +
       " reason=usr1 udp_bytes=0 udp_pkts=0 tcp_bytes=" +
-      std::to_string(b.sent) + " tcp_conns=" + std::to_string(b.connections));
+      std::to_string(b.sent) + " tcp_conns=" + std::to_string(b.connections) +
+      " payload_bytes=" + std::to_string(payload));
 }
 
 // Ends the daemon: SIGTERM, then SIGKILL after 5 s.
@@ -114,6 +136,10 @@ int main(int argc, char** argv) {
             strerror(errno));
     return 1;
   }
+  // The CLI beside myceld in the build tree (build/daemon/myceld,
+  // build/cli/mycel).
+  const std::string cli =
+      myceld.substr(0, myceld.rfind("/daemon/") + 1) + "cli/mycel";
   const std::string config = work + "/config.json";
   {
     std::string json = "{\"seeds\": [";
@@ -206,7 +232,7 @@ int main(int argc, char** argv) {
       signalfd_siginfo si;
       if (read(sigfd, &si, sizeof(si)) == sizeof(si)) {
         if (si.ssi_signo == SIGUSR1) {
-          Bytes(daemon);
+          Bytes(daemon, cli, work + "/sock");
         } else {
           Stop(daemon);
           return 0;
