@@ -169,10 +169,10 @@ uint32_t Membership::AddMember(AliveRef record, MemberState state,
                             .incarnation = incarnation,
                             .state_since_us = now_us,
                             .state = state,
-                            .record_since_us = now_us,
                             // Our own record may replace one that others
                             // hold from before a restart.
-                            .first_record = idx != 0});
+                            .first_record = idx != 0,
+                            .record_since_us = now_us});
   index_.insert(idx);
   ++count_[StateIndex(state)];
   if (idx != 0) {

@@ -220,13 +220,16 @@ class Membership {
     // costs no new handshake. `listed`: its index is in linked_.
     bool linked = false;
     bool listed = false;
-    // When `record` last changed (a new incarnation, a refutation).
-    int64_t record_since_us = 0;
     // `record` is the first this node heard of another member (it replaced
     // none): no one can be suspecting an older incarnation of it, so it
     // goes whole in push-pulls for a shorter while (Freshness).
     bool first_record = false;
+    // When `record` last changed (a new incarnation, a refutation).
+    int64_t record_since_us = 0;
   };
+  // The flags share the padding before record_since_us.
+  static_assert(sizeof(Member) <= sizeof(AliveRef) + 5 * sizeof(int64_t),
+                "Member grew: the simulator holds 10^8 of them");
 
   // The name index holds member positions and hashes the names they point
   // at, so it costs 4 bytes a member instead of a second copy of the name.
