@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/log.h"
+#include "runtime/source_address.h"
 #include "runtime/status.h"
 
 namespace mycel {
@@ -217,20 +218,6 @@ void Listener::LogRefusal(absl::string_view why, const absl::Status& detail) {
 
 namespace {
 
-// The source address of a TCP peer, as bytes; empty for other families
-// (a unix socket's peers have no address to tell apart).
-std::string SourceKey(const sockaddr_storage& peer) {
-  if (peer.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&peer);
-    return std::string(reinterpret_cast<const char*>(&a->sin_addr), 4);
-  }
-  if (peer.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&peer);
-    return std::string(reinterpret_cast<const char*>(&a->sin6_addr), 16);
-  }
-  return std::string();
-}
-
 // The kernel's identifier of the socket `fd` names (unique for the
 // boot), or 0 when `fd` is closed or not a socket.
 uint64_t SocketCookie(int fd) {
@@ -426,20 +413,21 @@ void Listener::OnReadable() {
                      ", reserve ", options_.fd_reserve)));
       continue;
     }
-    const std::string source = SourceKey(peer);
+    const std::string source = SourceBlock(peer);
     if (!source.empty() && OverRate(source)) {
       refused_rate_.fetch_add(1);
-      LogRefusal("too many connections from one source",
-                 absl::ResourceExhaustedError(absl::StrCat(
-                     "more than ", options_.per_source_burst, " within ",
-                     absl::FormatDuration(options_.per_source_window))));
+      LogRefusal(
+          "too many connections from one source",
+          absl::ResourceExhaustedError(absl::StrCat(
+              source, ": more than ", options_.per_source_burst, " within ",
+              absl::FormatDuration(options_.per_source_window))));
       continue;
     }
     if (!source.empty() && AtOpenCap(source)) {
       refused_open_.fetch_add(1);
       LogRefusal("too many connections open from one source",
-                 absl::ResourceExhaustedError(
-                     absl::StrCat(options_.per_source_open, " open already")));
+                 absl::ResourceExhaustedError(absl::StrCat(
+                     source, ": ", options_.per_source_open, " open already")));
       continue;
     }
     if (options_.admit) {

@@ -9,7 +9,8 @@
 //  - how many: a connection is refused (closed at once) when it would use
 //    one of the last `fd_reserve` descriptors the process may open, so
 //    that clients can never take the descriptors the daemon needs for its
-//    own work; and, per source address, when that source opened more than
+//    own work; and, per source (an IPv4 address, or the /64 of an IPv6
+//    one: runtime/source_address.h), when that source opened more than
 //    `per_source_burst` connections within `per_source_window`, or has
 //    `per_source_open` connections open already (gRPC owns a connection
 //    once handed over and closes it without telling us, so a connection
@@ -71,7 +72,8 @@ class Listener {
     // Receives each admitted connection.
     std::function<void(UniqueFd fd)> on_connection;
     int fd_reserve = 64;
-    // Per source address (TCP only; a unix socket's peers share none).
+    // Per source (TCP only; a unix socket's peers share none): an IPv4
+    // address, or an IPv6 /64 (SourceBlock).
     int per_source_burst = 512;
     absl::Duration per_source_window = absl::Seconds(10);
     int per_source_open = 256;
@@ -160,9 +162,9 @@ class Listener {
   bool window_seen_open_ = false;
   // Duplicates of the connections accepted while the window was open.
   std::vector<UniqueFd> window_conns_;
-  // Recent connection times per source address (its bytes), oldest first.
+  // Recent connection times per source (SourceBlock), oldest first.
   absl::flat_hash_map<std::string, std::vector<absl::Time>> recent_;
-  // Connections handed over per source address, as (descriptor, cookie).
+  // Connections handed over per source, as (descriptor, cookie).
   struct Handed {
     int fd;
     uint64_t cookie;

@@ -35,11 +35,11 @@ class ApiServer {
     std::vector<grpc::Service*> services;
     // The connection check of the Listener (see Listener::Options::admit).
     std::function<absl::Status(int fd)> admit;
-    // New connections one source address may open per 10 s (the
+    // New connections one source may open per 10 s (the
     // Listener's per_source_burst; the daemon passes its
     // connections_per_source setting).
     int per_source_burst = Listener::Options{}.per_source_burst;
-    // Connections one source address may hold open (per_source_open; the
+    // Connections one source may hold open (per_source_open; the
     // daemon's open_connections_per_source).
     int per_source_open = Listener::Options{}.per_source_open;
     // The Listener's window (see Listener::Options::window); the daemon's

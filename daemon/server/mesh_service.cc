@@ -6,6 +6,7 @@
 #include "mesh/identity/join_limiter.h"
 #include "mesh/identity/peer_calls.h"
 #include "runtime/log.h"
+#include "runtime/source_address.h"
 #include "runtime/status.h"
 
 namespace mycel {
@@ -238,14 +239,14 @@ grpc::Status MeshService::GetCa(grpc::ServerContext*,
 grpc::Status MeshService::Admit(grpc::ServerContext* ctx,
                                 const mycel::v1::AdmitRequest* req,
                                 mycel::v1::AdmitResponse* resp) {
-  const std::string source = identity::SourceHost(ctx->peer());
+  const std::string source = PeerHost(ctx->peer());
   absl::StatusOr<identity::Admission> a =
       mesh_->Admit({.token_id = req->token_id(),
                     .secret = req->secret(),
                     .csr = req->csr(),
                     .address = req->address(),
                     .authority = req->authority(),
-                    .source = source});
+                    .source = SourceBlockOfPeer(ctx->peer())});
   if (!a.ok()) {
     log::Warn("join refused", {{"source", source},
                                {"token", req->token_id()},

@@ -4,20 +4,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 
 namespace mycel::identity {
-
-std::string SourceHost(absl::string_view peer) {
-  for (absl::string_view scheme : {"ipv4:", "ipv6:"}) {
-    if (absl::ConsumePrefix(&peer, scheme)) {
-      size_t colon = peer.rfind(':');
-      if (colon != absl::string_view::npos) peer = peer.substr(0, colon);
-      return std::string(peer);
-    }
-  }
-  return std::string(peer);  // unix:..., or whatever gRPC says
-}
 
 void JoinLimiter::RefillLocked(Bucket& b, absl::Time now) const {
   if (now > b.updated) {

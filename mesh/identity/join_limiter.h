@@ -1,4 +1,7 @@
-// JoinLimiter: bounds how fast one source address can guess join tokens.
+// JoinLimiter: bounds how fast one source can guess join tokens. A source
+// is the caller's SourceBlockOfPeer (runtime/source_address.h): its IPv4
+// address, or its IPv6 /64, so that a guesser cannot reset its bucket by
+// reconnecting from another port or another address of its block.
 // A token's secret has 256 random bits, so guessing is hopeless anyway; the
 // limit keeps a guesser from burning an authority's CPU (each attempt costs
 // a TLS handshake and a hash) and makes the attempts visible in the log.
@@ -21,11 +24,6 @@
 #include "absl/time/time.h"
 
 namespace mycel::identity {
-
-// The source address of a gRPC peer string ("ipv4:10.0.0.1:4711",
-// "ipv6:[::1]:4711"): the host without the port, so that a guesser cannot
-// reset its bucket by reconnecting from another port.
-std::string SourceHost(absl::string_view grpc_peer);
 
 // Thread-safe.
 class JoinLimiter {

@@ -76,7 +76,8 @@ struct AdmitRequest {
   std::string csr;      // PEM
   std::string address;  // where the new node serves (HOST:PORT)
   bool authority = false;
-  std::string source;  // the caller's address, for the failure limit
+  // The caller's source for the failure limit: SourceBlockOfPeer.
+  std::string source;
 };
 
 // What an authority gives a node it admits.

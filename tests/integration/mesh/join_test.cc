@@ -31,6 +31,7 @@
 #include "mycel/v1/node.grpc.pb.h"
 #include "mycel/v1/replication.grpc.pb.h"
 #include "runtime/fs.h"
+#include "runtime/unique_fd.h"
 #include "tests/integration/mesh/mesh_cluster.h"
 #include "tests/testing/process.h"
 
@@ -373,6 +374,42 @@ TEST_CASE("bad tokens over the wire, and the limit on guessing") {
   CHECK(limited.exit_code == 1);
   CHECK(Contains(limited.err, "too many failed joins"));
   CHECK(Contains(b.Local({"mesh", "info"}).out, "not in a mesh"));
+}
+
+TEST_CASE("a guesser over IPv6 spends the budget of its /64") {
+  // gRPC names an IPv6 caller "ipv6:%5B::1%5D:PORT": the failures are
+  // counted for ::/64, the block a holder of ::1 could bind all of.
+  {
+    UniqueFd probe(socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in6 sa{};
+    sa.sin6_family = AF_INET6;
+    sa.sin6_addr = in6addr_loopback;
+    if (!probe.valid() ||
+        bind(probe.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+      MESSAGE("skipped: this host has no IPv6 loopback (::1)");
+      return;
+    }
+  }
+  Node a({}, "[::1]");
+  Node b({}, "[::1]");
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  std::string wrong = Token(a);
+  wrong[20] = wrong[20] == '0' ? '1' : '0';
+  int refused = 0;
+  for (int i = 0; i < 12; ++i) {
+    CommandResult r = Join(b, a, wrong);
+    CHECK(r.exit_code == 1);
+    if (Contains(r.err, "too many failed joins from ::/64;")) {
+      ++refused;
+    } else {
+      CHECK_MESSAGE(Contains(r.err, "wrong secret"), r.err);
+    }
+  }
+  // Ten failures are allowed, then one a 6 s: at least the last is refused.
+  CHECK(refused >= 1);
+  // The log names the caller's address, decoded.
+  CHECK(Contains(a.daemon.Log(), "source=[::1]"));
 }
 
 // A channel to node `node` at `addr` as the user whose credentials are in

@@ -43,11 +43,14 @@ inline CommandResult Mycel(const std::string& env,
 // A myceld serving TCP on a loopback port, with a config directory of its
 // own for the CLI (where `mesh init` writes the admin's credentials).
 struct MeshNodeProcess {
-  explicit MeshNodeProcess(std::vector<std::string> extra = {})
-      : daemon(dir.path(), WithListen(std::move(extra), addr)) {}
+  // `host` is the address it listens on: an IPv4 one or "[IPV6]".
+  explicit MeshNodeProcess(std::vector<std::string> extra = {},
+                           const std::string& host = "127.0.0.1")
+      : addr(absl::StrCat(host, ":", FreePort())),
+        daemon(dir.path(), WithListen(std::move(extra), addr)) {}
 
   TempDir dir;
-  std::string addr = absl::StrCat("127.0.0.1:", FreePort());
+  std::string addr;
   std::string config = dir.Sub("config");
   std::string env = "XDG_CONFIG_HOME=" + config;
   DaemonProcess daemon;

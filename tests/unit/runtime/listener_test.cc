@@ -2,8 +2,10 @@
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,23 +14,27 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <cstring>
 #include <future>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "runtime/source_address.h"
 #include "runtime/unique_fd.h"
 
 namespace mycel {
 namespace {
 
-// A Listener on 127.0.0.1:0 with its own event loop thread; keeps what it
-// hands over.
+// A Listener on `listen` (127.0.0.1:0 unless said) with its own event loop
+// thread; keeps what it hands over.
 class TcpListenerFixture {
  public:
-  explicit TcpListenerFixture(Listener::Options options)
+  explicit TcpListenerFixture(Listener::Options options,
+                              const char* listen = "127.0.0.1:0")
       : work_(io_.get_executor()) {
-    absl::StatusOr<ListeningSocket> socket = ListenTcp("127.0.0.1:0");
+    absl::StatusOr<ListeningSocket> socket = ListenTcp(listen);
     REQUIRE(socket.ok());
     options.name = "tcp";
     options.on_connection = [this](UniqueFd fd) {
@@ -49,9 +55,27 @@ class TcpListenerFixture {
 
   // A connected client socket (the kernel completes the handshake whether
   // or not the listener keeps the connection).
-  // `from` picks the source address (any of 127.0.0.0/8 is this host's).
-  UniqueFd Connect(const char* from = nullptr) const {
-    UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  // `from` picks the source address (any of 127.0.0.0/8 is this host's; an
+  // IPv6 one connects to ::1, unless `to` names another).
+  UniqueFd Connect(const char* from = nullptr, const char* to = nullptr) const {
+    in6_addr from6{};
+    const bool v6 = from != nullptr && inet_pton(AF_INET6, from, &from6) == 1;
+    UniqueFd fd(socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (v6) {
+      sockaddr_in6 src{};
+      src.sin6_family = AF_INET6;
+      src.sin6_addr = from6;
+      REQUIRE(bind(fd.get(), reinterpret_cast<sockaddr*>(&src), sizeof(src)) ==
+              0);
+      sockaddr_in6 addr{};
+      addr.sin6_family = AF_INET6;
+      addr.sin6_port = htons(static_cast<uint16_t>(port_));
+      REQUIRE(inet_pton(AF_INET6, to != nullptr ? to : "::1",
+                        &addr.sin6_addr) == 1);
+      REQUIRE(connect(fd.get(), reinterpret_cast<sockaddr*>(&addr),
+                      sizeof(addr)) == 0);
+      return fd;
+    }
     if (from != nullptr) {
       sockaddr_in src{};
       src.sin_family = AF_INET;
@@ -215,6 +239,126 @@ TEST_CASE("the default cap of open connections holds a 50-node mesh") {
   f.WaitHandled(100);
   CHECK(f.stats().accepted == 100);
   CHECK(f.stats().refused_open == 0);
+}
+
+TEST_CASE("a source is an IPv4 address or an IPv6 /64, from gRPC's peer") {
+  // gRPC 1.51 percent-encodes the brackets of an IPv6 peer.
+  CHECK(SourceBlockOfPeer("ipv4:192.0.2.7:4711") == "192.0.2.7");
+  CHECK(SourceBlockOfPeer("ipv6:%5B2001:db8:1:2:aa::1%5D:4711") ==
+        "2001:db8:1:2::/64");
+  CHECK(SourceBlockOfPeer("ipv6:%5B2001:db8:1:2:ffff::9%5D:1") ==
+        "2001:db8:1:2::/64");
+  CHECK(SourceBlockOfPeer("ipv6:[2001:db8:1:3::1]:4711") ==
+        "2001:db8:1:3::/64");
+  CHECK(SourceBlockOfPeer("ipv6:%5B::1%5D:4711") == "::/64");
+  CHECK(SourceBlockOfPeer("ipv6:%5B::ffff:192.0.2.7%5D:4711") == "192.0.2.7");
+  CHECK(SourceBlockOfPeer("ipv6:%5Bfe80::1%25eth0%5D:4711") == "fe80::/64");
+  CHECK(PeerHost("ipv4:192.0.2.7:4711") == "192.0.2.7");
+  CHECK(PeerHost("ipv6:%5B2001:db8::1%5D:4711") == "[2001:db8::1]");
+  // Anything else is its own source, whole.
+  for (const char* other :
+       {"unix:/run/mycel/mycel.sock", "ipv6:%5Bnot-an-address%5D:1",
+        "ipv4:300.1.1.1:2", "ipv4:nocolon", "", "ipv6:%5"}) {
+    CAPTURE(other);
+    CHECK(SourceBlockOfPeer(other) == other);
+  }
+  CHECK(PeerHost("unix:/run/mycel/mycel.sock") == "unix:/run/mycel/mycel.sock");
+
+  sockaddr_storage ss{};
+  auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  a6->sin6_family = AF_INET6;
+  REQUIRE(inet_pton(AF_INET6, "2001:db8:1:2:3:4:5:6", &a6->sin6_addr) == 1);
+  CHECK(SourceBlock(ss) == "2001:db8:1:2::/64");
+  REQUIRE(inet_pton(AF_INET6, "::ffff:10.1.2.3", &a6->sin6_addr) == 1);
+  CHECK(SourceBlock(ss) == "10.1.2.3");
+  ss = sockaddr_storage{};
+  auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
+  a4->sin_family = AF_INET;
+  REQUIRE(inet_pton(AF_INET, "10.1.2.3", &a4->sin_addr) == 1);
+  CHECK(SourceBlock(ss) == "10.1.2.3");
+  ss.ss_family = AF_UNIX;
+  CHECK(SourceBlock(ss).empty());
+}
+
+// Moves the calling thread into a network namespace of its own for its
+// lifetime, with lo up and `addresses` (IPv6, /64) on it, and back after.
+// Threads it starts are in the namespace too.
+class PrivateNetwork {
+ public:
+  explicit PrivateNetwork(const std::vector<std::string>& addresses) {
+    if (geteuid() != 0) {
+      why_ = "needs root (a network namespace with IPv6 addresses)";
+      return;
+    }
+    home_ = UniqueFd(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+    REQUIRE(home_.valid());
+    if (unshare(CLONE_NEWNET) != 0) {
+      why_ =
+          std::string("unshare(CLONE_NEWNET) fails here: ") + strerror(errno);
+      home_ = UniqueFd();
+      return;
+    }
+    if (access("/proc/sys/net/ipv6", F_OK) != 0) {
+      why_ = "this kernel has no IPv6";
+      return;
+    }
+    // A child forked from this thread is in its namespace.
+    std::string script = "ip link set lo up";
+    for (const std::string& a : addresses) {
+      script += " && ip -6 addr add " + a + "/64 dev lo nodad";
+    }
+    REQUIRE_MESSAGE(system(script.c_str()) == 0, script);
+  }
+  ~PrivateNetwork() {
+    if (home_.valid()) CHECK(setns(home_.get(), CLONE_NEWNET) == 0);
+  }
+  // Why the namespace could not be made; empty when it was.
+  const std::string& why() const { return why_; }
+
+ private:
+  UniqueFd home_;
+  std::string why_;
+};
+
+TEST_CASE(
+    "an IPv6 source is its /64; a dual-stack listener's IPv4 clients "
+    "are their own addresses") {
+  // Any holder of an IPv6 /64 can bind 2^64 addresses: limits kept per
+  // address gave it as many fresh budgets as it liked.
+  PrivateNetwork net({"fd00:6d79:6365:6c00::1", "fd00:6d79:6365:6c00::2",
+                      "fd00:6d79:6365:6c00::3", "fd00:6d79:6365:6c01::1"});
+  if (!net.why().empty()) {
+    MESSAGE("skipped: ", net.why());
+    return;
+  }
+  Listener::Options o;
+  o.per_source_open = 2;
+  TcpListenerFixture f(o, "[::]:0");
+  const char* to = "fd00:6d79:6365:6c00::1";
+  UniqueFd a = f.Connect("fd00:6d79:6365:6c00::2", to);
+  UniqueFd b = f.Connect("fd00:6d79:6365:6c00::3", to);
+  UniqueFd c = f.Connect("fd00:6d79:6365:6c00::2", to);
+  f.WaitHandled(3);
+  CHECK(f.stats().accepted == 2);
+  CHECK(f.stats().refused_open == 1);
+  CHECK(SeesEof(c));
+  // Another /64 has its own cap.
+  UniqueFd d = f.Connect("fd00:6d79:6365:6c01::1", to);
+  f.WaitHandled(4);
+  CHECK(f.stats().accepted == 3);
+  CHECK_FALSE(SeesEof(d));
+  // IPv4 clients arrive as ::ffff:a.b.c.d, whose first 64 bits are zero
+  // for every one of them: each is its IPv4 address, not that /64.
+  UniqueFd e1 = f.Connect("127.0.0.1");
+  UniqueFd e2 = f.Connect("127.0.0.1");
+  UniqueFd e3 = f.Connect("127.0.0.2");
+  f.WaitHandled(7);
+  CHECK(f.stats().accepted == 6);
+  CHECK(f.stats().refused_open == 1);
+  UniqueFd e4 = f.Connect("127.0.0.1");
+  f.WaitHandled(8);
+  CHECK(f.stats().refused_open == 2);
+  CHECK(SeesEof(e4));
 }
 
 TEST_CASE("connections taken while the window is open are shut down after") {
