@@ -6,9 +6,14 @@
 // from 15 to 625 MB). Without it, any caller the `read` rule admits could
 // open them until the node ran out of descriptors or memory.
 //
-// One caller (a client certificate's identity, or the local socket) may
-// hold at most half of them, so that a caller that leaks its calls, or
-// holds them on purpose, leaves the others room.
+// A caller (a client certificate's identity, or the local socket) may hold
+// at most half of the slots the other callers leave (at least one while
+// any is left): alone, half of them; a second caller, half of the rest;
+// and so on. A caller that leaks its calls, or holds them on purpose,
+// leaves the others room, and it takes about log2(max) callers together
+// to hold every slot. The last eighth is kept for the local socket
+// (root on the host): callers over TCP, however many, never take it, so
+// that the node's operator can always follow a log or wait for a call.
 //
 // Thread-safe. A slot may outlive its CallSlots (a reactor's state can be
 // destroyed with the event loop, after the daemon's other members).
@@ -63,19 +68,19 @@ class CallSlots {
     std::string caller_;
   };
 
-  // At most `max` calls at once, and max / 2 (at least 1) of one caller.
-  // `what` names them in the refusal ("log streams") and `setting` the
-  // limit ("max_log_streams").
+  // At most `max` calls at once, shared as above. `what` names them in the
+  // refusal ("log streams") and `setting` the limit ("max_log_streams").
   CallSlots(int max, std::string what, std::string setting)
       : max_(max),
-        max_per_caller_(max / 2 > 0 ? max / 2 : 1),
+        reserve_(max / 8),
         what_(std::move(what)),
         setting_(std::move(setting)) {}
   CallSlots(const CallSlots&) = delete;
   CallSlots& operator=(const CallSlots&) = delete;
 
   // A slot for one call of `caller`, or RESOURCE_EXHAUSTED naming the
-  // setting when `max` are taken, or half of them by `caller`. `call`
+  // setting when `max` are taken, when only the local socket's are left
+  // and `caller` is not it, or when `caller` holds its share. `call`
   // prefixes the message ("logs").
   absl::StatusOr<Slot> Take(absl::string_view call, absl::string_view caller);
 
@@ -84,12 +89,13 @@ class CallSlots {
   static std::string CallerOf(const grpc::CallbackServerContext* ctx);
 
   int max() const { return max_; }
-  int max_per_caller() const { return max_per_caller_; }
+  // Slots only the local socket may take.
+  int reserve() const { return reserve_; }
   int open() const;
 
  private:
   const int max_;
-  const int max_per_caller_;
+  const int reserve_;
   const std::string what_;
   const std::string setting_;
   const std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();

@@ -260,7 +260,7 @@ TEST_CASE("log streams are bounded; the node keeps its descriptors") {
                                   "this caller holds 128 of the node's 256 log "
                                   "streams already"),
                 more.err);
-  // Another caller has the other half.
+  // Another caller has half of what the first leaves.
   auto other_caller = pki.Cli(port, {"--timeout", "5", "logs", "w/talk"});
   CHECK_MESSAGE(other_caller.exit_code == 0, other_caller.err);
   CHECK(other_caller.out == "hello\n");

@@ -373,8 +373,8 @@ TEST_CASE(
   CHECK_FALSE(r3->Read(&e));
   grpc::Status refused = r3->Finish();
   CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
-  CHECK(refused.error_message().find("half of max_watches") !=
-        std::string::npos);
+  CHECK(refused.error_message().find(
+            "half of what they leave of max_watches") != std::string::npos);
   // The first goes: its place is free again (once the daemon has seen the
   // cancellation).
   ctx1->TryCancel();

@@ -329,7 +329,8 @@ TEST_CASE(
   CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
   CHECK(refused.error_message() ==
         "wait: this caller holds 3 of the node's 6 waits already, the most "
-        "one caller may (half of max_waits); close one, or retry later");
+        "one caller may while others hold 0 (half of what they leave of "
+        "max_waits); close one, or retry later");
   CHECK(fake.watch_count() == 3);
   fake.EndAll(0);
   for (std::thread& t : waiters) t.join();
@@ -350,7 +351,7 @@ TEST_CASE(
 
 TEST_CASE("one caller may hold half of the slots; the others keep the rest") {
   auto slots = std::make_unique<CallSlots>(4, "log streams", "max_log_streams");
-  CHECK(slots->max_per_caller() == 2);
+  CHECK(slots->reserve() == 0);
   std::vector<CallSlots::Slot> held;
   for (int i = 0; i < 2; ++i) {
     absl::StatusOr<CallSlots::Slot> s = slots->Take("logs", "spiffe://m/a");
@@ -361,8 +362,8 @@ TEST_CASE("one caller may hold half of the slots; the others keep the rest") {
   CHECK(third.status().code() == absl::StatusCode::kResourceExhausted);
   CHECK(third.status().message() ==
         "logs: this caller holds 2 of the node's 4 log streams already, the "
-        "most one caller may (half of max_log_streams); close one, or retry "
-        "later");
+        "most one caller may while others hold 0 (half of what they leave of "
+        "max_log_streams); close one, or retry later");
   // Others get the rest, then the node is full for everyone.
   for (const char* caller : {"", "spiffe://m/b"}) {
     absl::StatusOr<CallSlots::Slot> s = slots->Take("logs", caller);
@@ -374,18 +375,19 @@ TEST_CASE("one caller may hold half of the slots; the others keep the rest") {
   CHECK(full.status().message() ==
         "logs: 4 log streams are open on this node already "
         "(max_log_streams); close one, or retry later");
-  // A slot given back is free again, for its caller too; a moved-from slot
-  // gives back nothing.
+  // A slot given back is free again (not for its caller, which holds
+  // half of what the two others leave); a moved-from slot gives back
+  // nothing.
   CallSlots::Slot moved = std::move(held[0]);
   held.erase(held.begin());
   CHECK(slots->open() == 4);
   { CallSlots::Slot gone = std::move(moved); }
   CHECK(slots->open() == 3);
-  CHECK(slots->Take("logs", "spiffe://m/a").ok());
+  CHECK_FALSE(slots->Take("logs", "spiffe://m/a").ok());
+  CHECK(slots->Take("logs", "spiffe://m/c").ok());
   CHECK(slots->open() == 3);
   // A cap of 1 still admits one call.
   CallSlots one(1, "waits", "max_waits");
-  CHECK(one.max_per_caller() == 1);
   absl::StatusOr<CallSlots::Slot> only = one.Take("wait", "");
   CHECK(only.ok());
   CHECK_FALSE(one.Take("wait", "spiffe://m/b").ok());
@@ -393,6 +395,55 @@ TEST_CASE("one caller may hold half of the slots; the others keep the rest") {
   // event loop, after the daemon's members).
   slots.reset();
   held.clear();
+}
+
+TEST_CASE(
+    "callers over TCP share what the others leave, and never take the "
+    "local socket's eighth") {
+  // With half of the cap each, two callers together held every slot: two
+  // certificates that leak or hold their calls left the node's operator
+  // no log to follow.
+  CallSlots slots(64, "log streams", "max_log_streams");
+  CHECK(slots.reserve() == 8);
+  std::vector<CallSlots::Slot> held;
+  // Takes slots for `caller` until refused; how many it got.
+  auto fill = [&](const std::string& caller) {
+    int got = 0;
+    for (;;) {
+      absl::StatusOr<CallSlots::Slot> s = slots.Take("logs", caller);
+      if (!s.ok()) {
+        CHECK(s.status().code() == absl::StatusCode::kResourceExhausted);
+        return got;
+      }
+      held.push_back(*std::move(s));
+      ++got;
+    }
+  };
+  // Over TCP a caller's room is 56 of the 64: alone it gets half.
+  CHECK(fill("spiffe://m/user/a") == 28);
+  absl::StatusOr<CallSlots::Slot> more =
+      slots.Take("logs", "spiffe://m/user/a");
+  CHECK(more.status().message() ==
+        "logs: this caller holds 28 of the node's 64 log streams already, the "
+        "most one caller may while others hold 0 (half of what they leave of "
+        "max_log_streams); close one, or retry later");
+  // A second gets half of what the first leaves, a third half of the rest.
+  CHECK(fill("spiffe://m/user/b") == 14);
+  CHECK(fill("spiffe://m/user/c") == 7);
+  // However many come, they stop at 56.
+  for (int i = 0; i < 20; ++i) fill(absl::StrCat("spiffe://m/user/x", i));
+  CHECK(slots.open() == 56);
+  absl::StatusOr<CallSlots::Slot> kept = slots.Take("logs", "spiffe://m/u/y");
+  CHECK(kept.status().message() ==
+        "logs: 56 of the node's 64 log streams are open, and the other 8 are "
+        "kept for its local socket (max_log_streams); close one, or retry "
+        "later");
+  // The local socket gets its eighth, and a share of what it frees.
+  CHECK(fill("") == 4);
+  CHECK(slots.open() == 60);
+  CHECK(fill("") == 0);
+  held.clear();
+  CHECK(slots.open() == 0);
 }
 
 }  // namespace
