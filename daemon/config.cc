@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/daemon_defaults.h"
+#include "runtime/byte_size.h"
 #include "runtime/fs.h"
 #include "runtime/host_info.h"
 #include "runtime/log.h"
@@ -233,6 +234,7 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
   RETURN_IF_ERROR(TokenRetention(config).status());
   RETURN_IF_ERROR(TombstoneRetention(config).status());
   RETURN_IF_ERROR(MembershipDeadRetention(config).status());
+  RETURN_IF_ERROR(StateQuota(config).status());
   if (!config.cgroup_subtree().empty()) {
     absl::string_view sub = config.cgroup_subtree();
     bool ok = sub.front() != '/' && sub.back() != '/';
@@ -417,6 +419,22 @@ absl::StatusOr<absl::Duration> TombstoneRetention(const DaemonConfig& config) {
                          DaemonConfig::kTombstoneRetentionFieldNumber,
                          "tombstone_retention", absl::Seconds(1),
                          absl::Hours(8760), "1s..8760h");
+}
+
+absl::StatusOr<int64_t> StateQuota(const DaemonConfig& config) {
+  constexpr int64_t kMin = int64_t{1} << 20, kMax = int64_t{1} << 40;
+  const std::string& text =
+      config.state_quota().empty()
+          ? DaemonDefault(DaemonConfig::kStateQuotaFieldNumber)
+          : config.state_quota();
+  absl::StatusOr<int64_t> bytes = ParseByteSize("state_quota", text);
+  if (!bytes.ok() || *bytes < kMin || *bytes > kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state_quota: want a size in 1M..1T such as ",
+                     DaemonDefault(DaemonConfig::kStateQuotaFieldNumber),
+                     ", got \"", text, "\""));
+  }
+  return *bytes;
 }
 
 std::string DaemonUsage() {

@@ -6,6 +6,7 @@
 #ifndef MYCEL_DAEMON_CONFIG_H_
 #define MYCEL_DAEMON_CONFIG_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,10 @@ absl::StatusOr<absl::Duration> TombstoneRetention(
 // membership_dead_retention as a duration, the same way, within 1s..8760h.
 absl::StatusOr<absl::Duration> MembershipDeadRetention(
     const mycel::v1::DaemonConfig& config);
+
+// state_quota in bytes (its default when unset); INVALID_ARGUMENT naming
+// the field when it does not parse or is outside 1M..1T.
+absl::StatusOr<int64_t> StateQuota(const mycel::v1::DaemonConfig& config);
 
 // The --help text, built from DaemonSettings().
 std::string DaemonUsage();

@@ -277,8 +277,10 @@ std::unique_ptr<Daemon::ServiceSet> Daemon::MakeServices(
       });
       objects_->SetRemoteChangeListener(
           [this](const store::ObjectChange& c) { OnRemoteChange(c); });
-      state_ =
-          std::make_unique<store::StateStore>(objects_.get(), store_.get());
+      // Checked when the config was read; the default otherwise.
+      state_ = std::make_unique<store::StateStore>(
+          objects_.get(), store_.get(),
+          StateQuota(config_).value_or(int64_t{2} << 30));
       state_watchers_ = std::make_unique<StateWatchers>(state_.get(), &io_,
                                                         config_.max_watches());
     }
@@ -609,6 +611,17 @@ std::vector<std::pair<std::string, int64_t>> Daemon::CountersOnLoop() {
          {"malformed", n(r.malformed)},
          {"from_self", n(r.from_self)},
          {"store_errors", n(r.store_errors)}});
+  }
+  if (state_ != nullptr) {
+    add("state.",
+        {{"quota_bytes", state_->quota_bytes()},
+         {"writes_refused_over_quota", n(state_->refused_over_quota())}});
+    if (absl::StatusOr<int64_t> used = store_->UsedBytes(); used.ok()) {
+      add("state.", {{"used_bytes", *used}});
+    } else {
+      log::Warn("stats: cannot measure the state database",
+                {{"error", used.status()}});
+    }
   }
   auto listener = [&](const ApiServer* server, absl::string_view name) {
     if (server == nullptr) return;

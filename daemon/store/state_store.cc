@@ -1,6 +1,7 @@
 #include "daemon/store/state_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "runtime/status.h"
 
 namespace mycel::store {
@@ -38,25 +39,73 @@ absl::StatusOr<Object> StateStore::Get(absl::string_view key) {
   return objects_->Get(kStateNamespace, key);
 }
 
+absl::StatusOr<std::optional<int64_t>> StateStore::OverQuota() {
+  if (quota_bytes_ <= 0) return std::nullopt;
+  ASSIGN_OR_RETURN(const int64_t used, store_->UsedBytes());
+  if (used < quota_bytes_) return std::nullopt;
+  return used;
+}
+
+absl::Status StateStore::QuotaError(int64_t used, absl::string_view what) {
+  refused_over_quota_.fetch_add(1);
+  constexpr double kMiB = 1 << 20;
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "state_quota: the state database holds %.1f MiB, and %s at %.1f MiB; "
+      "delete keys (their space is reused once the deletes are collected) or "
+      "raise state_quota",
+      static_cast<double>(used) / kMiB, what,
+      static_cast<double>(quota_bytes_) / kMiB));
+}
+
+absl::Status StateStore::CheckPut() {
+  ASSIGN_OR_RETURN(const std::optional<int64_t> over, OverQuota());
+  if (!over.has_value()) return absl::OkStatus();
+  return QuotaError(*over, "puts stop");
+}
+
+absl::Status StateStore::CheckDelete(absl::string_view key) {
+  ASSIGN_OR_RETURN(const std::optional<int64_t> over, OverQuota());
+  if (!over.has_value()) return absl::OkStatus();
+  // A delete frees its value's space once collected; one of a key with no
+  // value here would only add a tombstone (and its change), which every
+  // node keeps until it is collected.
+  absl::StatusOr<Object> now = objects_->Get(kStateNamespace, key);
+  if (now.ok() && now->value.has_value()) return absl::OkStatus();
+  if (!now.ok() && !absl::IsNotFound(now.status())) return now.status();
+  return QuotaError(*over,
+                    "deletes of keys that hold no value here (which would "
+                    "only add a tombstone) stop");
+}
+
 absl::StatusOr<ObjectChange> StateStore::Put(
     absl::string_view key, absl::string_view value,
     std::optional<ObjectVersion> if_version) {
+  RETURN_IF_ERROR(CheckPut());
   return objects_->Write(kStateNamespace, key, value, std::move(if_version));
 }
 
 absl::StatusOr<ObjectChange> StateStore::Delete(absl::string_view key) {
+  RETURN_IF_ERROR(CheckDelete(key));
   return objects_->Write(kStateNamespace, key, std::nullopt);
 }
 
 void StateStore::PutAsync(absl::string_view key, absl::string_view value,
                           std::optional<ObjectVersion> if_version,
                           ObjectStore::WriteDone done) {
+  if (absl::Status quota = CheckPut(); !quota.ok()) {
+    std::move(done)(quota);
+    return;
+  }
   objects_->WriteAsync(kStateNamespace, key, value, std::move(if_version),
                        std::move(done));
 }
 
 void StateStore::DeleteAsync(absl::string_view key,
                              ObjectStore::WriteDone done) {
+  if (absl::Status quota = CheckDelete(key); !quota.ok()) {
+    std::move(done)(quota);
+    return;
+  }
   objects_->WriteAsync(kStateNamespace, key, std::nullopt, std::nullopt,
                        std::move(done));
 }

@@ -17,6 +17,7 @@
 #ifndef MYCEL_DAEMON_STORE_STATE_STORE_H_
 #define MYCEL_DAEMON_STORE_STATE_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -56,20 +57,29 @@ struct StateChanges {
 
 class StateStore {
  public:
-  StateStore(ObjectStore* objects, Store* store)
-      : objects_(objects), store_(store) {}
+  // `quota_bytes` (0: none) bounds the database a put may find: see Put.
+  StateStore(ObjectStore* objects, Store* store, int64_t quota_bytes = 0)
+      : objects_(objects), store_(store), quota_bytes_(quota_bytes) {}
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
 
   const ObjectStore::Options& limits() const { return objects_->options(); }
+  int64_t quota_bytes() const { return quota_bytes_; }
+  // Puts refused for the quota so far.
+  uint64_t refused_over_quota() const { return refused_over_quota_.load(); }
 
-  // As ObjectStore's, in the kv namespace.
+  // As ObjectStore's, in the kv namespace. While the database holds
+  // `quota_bytes` or more (Store::UsedBytes), a put is refused with
+  // RESOURCE_EXHAUSTED naming state_quota, and so is a delete of a key
+  // that holds no value here (it would only add a tombstone); a delete
+  // that frees a value is not.
   absl::StatusOr<Object> Get(absl::string_view key);
   absl::StatusOr<ObjectChange> Put(absl::string_view key,
                                    absl::string_view value,
                                    std::optional<ObjectVersion> if_version);
   absl::StatusOr<ObjectChange> Delete(absl::string_view key);
-  // As ObjectStore::WriteAsync, in the kv namespace.
+  // As ObjectStore::WriteAsync, in the kv namespace; a write refused for
+  // the quota is answered at once, on this thread.
   void PutAsync(absl::string_view key, absl::string_view value,
                 std::optional<ObjectVersion> if_version,
                 ObjectStore::WriteDone done);
@@ -92,8 +102,19 @@ class StateStore {
                                             int64_t after, int limit);
 
  private:
+  // The database's bytes in use when they reach the quota; nullopt when
+  // they do not, or there is none.
+  absl::StatusOr<std::optional<int64_t>> OverQuota();
+  // RESOURCE_EXHAUSTED naming state_quota: `what` stops at the quota.
+  absl::Status QuotaError(int64_t used, absl::string_view what);
+  // OK when a put, or a delete of `key`, may go ahead; else why not.
+  absl::Status CheckPut();
+  absl::Status CheckDelete(absl::string_view key);
+
   ObjectStore* const objects_;
   Store* const store_;
+  const int64_t quota_bytes_;
+  std::atomic<uint64_t> refused_over_quota_{0};
 };
 
 }  // namespace mycel::store

@@ -855,6 +855,28 @@ absl::StatusOr<int64_t> Store::Sync() {
   return durable_seq_.load();
 }
 
+absl::StatusOr<int64_t> Store::UsedBytes() {
+  constexpr int64_t kMaxAgeNs = 100'000'000;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  const int64_t at = used_bytes_at_ns_.load();
+  if (at != 0 && now - at < kMaxAgeNs) return used_bytes_.load();
+  int64_t bytes = 0;
+  RETURN_IF_ERROR(Query(
+      "SELECT (p.page_count - f.freelist_count) * s.page_size FROM "
+      "pragma_page_count AS p, pragma_freelist_count AS f, "
+      "pragma_page_size AS s",
+      [](Stmt&) {},
+      [&](const Stmt& st) {
+        bytes = st.ColumnInt(0);
+        return absl::OkStatus();
+      }));
+  used_bytes_ = bytes;
+  used_bytes_at_ns_ = now;
+  return bytes;
+}
+
 void Store::SetDurableListener(std::function<void(int64_t)> listener) {
   absl::MutexLock lock(&mu_);
   durable_listener_ = std::move(listener);

@@ -320,6 +320,12 @@ class Store {
   // After a failed sync, that failure every time.
   absl::StatusOr<int64_t> Sync() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The bytes the database's pages in use hold (its pages less its free
+  // list, times the page size; the WAL's committed pages count, the
+  // file's free pages do not), as measured at most 100 ms ago: a quota
+  // check per write costs nothing then.
+  absl::StatusOr<int64_t> UsedBytes() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Runs `fn` in a transaction whose statements may write replicated tables
   // and the change log directly, for changes made on other nodes, which
   // keep the stamps their origin gave them. Only the store's replication
@@ -453,6 +459,9 @@ class Store {
   ChangeSigner signer_ ABSL_GUARDED_BY(mu_);
   const bool synchronous_full_;
   std::atomic<int64_t> durable_seq_{0};
+  // UsedBytes's last measure, and when it was taken (steady clock, ns).
+  std::atomic<int64_t> used_bytes_{0};
+  std::atomic<int64_t> used_bytes_at_ns_{0};
   std::function<void(int64_t)> durable_listener_ ABSL_GUARDED_BY(mu_);
   // When the committer last synced for the listener.
   std::chrono::steady_clock::time_point last_sync_ ABSL_GUARDED_BY(mu_);

@@ -6,15 +6,19 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/util/json_util.h"
 #include "mycel/v1/state.grpc.pb.h"
@@ -345,6 +349,69 @@ TEST_CASE(
   put("gc/k", "42");
   CHECK(last_seq > before_restart);
   CHECK(d.Cli({"state", "get", "gc/k"}).out == "42\n");
+}
+
+TEST_CASE(
+    "past --state-quota a put is refused, and says so; a delete that frees a "
+    "value is not") {
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--state-quota", "1M"});
+  REQUIRE(d.Start());
+  auto stub = StateStub(d);
+  // 64 KB values: each put holds about twice that (objects and change log).
+  const std::string value =
+      absl::StrCat("\"", std::string(64 << 10, 'q'), "\"");
+  int acknowledged = 0;
+  grpc::Status refused;
+  for (int i = 0; i < 64 && refused.ok(); ++i) {
+    mycel::v1::PutStateRequest req;
+    req.set_key(absl::StrCat("q/", i));
+    req.set_value(value);
+    mycel::v1::StateObject obj;
+    auto ctx = Call();
+    grpc::Status s = stub->Put(ctx.get(), req, &obj);
+    if (s.ok()) {
+      ++acknowledged;
+    } else {
+      refused = s;
+    }
+    // The daemon measures its database at most every 100 ms.
+    std::this_thread::sleep_for(std::chrono::milliseconds(110));
+  }
+  CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK_MESSAGE(absl::StartsWith(refused.error_message(), "state_quota: "),
+                refused.error_message());
+  CHECK(acknowledged >= 2);
+  CHECK(acknowledged <= 8);
+  // The CLI: exit status 1, the reason on stderr.
+  auto put = d.Cli({"state", "put", "q/cli", "1"});
+  CHECK(put.exit_code == 1);
+  CHECK_MESSAGE(absl::StrContains(put.err, "state_quota"), put.err);
+  // Everything acknowledged is there (a header line, then a key a line); a
+  // delete is taken.
+  auto ls = d.Cli({"state", "ls", "q/"});
+  CHECK(std::count(ls.out.begin(), ls.out.end(), '\n') == acknowledged + 1);
+  CHECK(d.Cli({"state", "del", "q/0"}).exit_code == 0);
+  // A delete that would only add a tombstone is refused too.
+  auto del_absent = d.Cli({"state", "del", "q/absent"});
+  CHECK(del_absent.exit_code == 1);
+  CHECK_MESSAGE(absl::StrContains(del_absent.err, "state_quota"),
+                del_absent.err);
+  // The node's stats say how full it is.
+  auto stats = d.Cli({"node", "stats", "state."});
+  REQUIRE(stats.exit_code == 0);
+  std::map<std::string, int64_t> counters;
+  for (absl::string_view line : absl::StrSplit(stats.out, '\n')) {
+    std::vector<std::string> words =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int64_t v = 0;
+    if (words.size() == 2 && absl::SimpleAtoi(words[1], &v)) {
+      counters[words[0]] = v;
+    }
+  }
+  CHECK(counters["state.quota_bytes"] == 1 << 20);
+  CHECK(counters["state.writes_refused_over_quota"] == 3);
+  CHECK(counters["state.used_bytes"] >= 1 << 20);
 }
 
 TEST_CASE(

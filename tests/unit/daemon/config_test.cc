@@ -212,6 +212,31 @@ TEST_CASE("tombstone_retention: 72h by default, bounded, named in errors") {
   }
 }
 
+TEST_CASE("state_quota: 2G by default, a size in 1M..1T, named in errors") {
+  auto defaults = ParseDaemonFlags({});
+  REQUIRE(defaults.ok());
+  CHECK(*StateQuota(defaults->config) == int64_t{2} << 30);
+  auto small = ParseDaemonFlags({"--state-quota", "1M"});
+  REQUIRE(small.ok());
+  CHECK(*StateQuota(small->config) == int64_t{1} << 20);
+  auto mib = ParseDaemonFlags({"--state-quota", "512MiB"});
+  REQUIRE(mib.ok());
+  CHECK(*StateQuota(mib->config) == int64_t{512} << 20);
+  for (const char* bad : {"0", "1023K", "2T", "lots", "-1G", ""}) {
+    CAPTURE(bad);
+    auto f = ParseDaemonFlags({"--state-quota", bad});
+    if (std::string(bad).empty()) {
+      // Empty is the default, as for every string setting.
+      CHECK(f.ok());
+      continue;
+    }
+    CHECK(f.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK(f.status().message() ==
+          absl::StrCat("state_quota: want a size in 1M..1T such as 2G, got \"",
+                       bad, "\""));
+  }
+}
+
 TEST_CASE("an unknown field or bad JSON in the config file is named") {
   testing::TempDir dir;
   std::string path = dir.Sub("c.json");

@@ -7,8 +7,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "daemon/store/objects.h"
 #include "daemon/store/store.h"
 #include "runtime/manual_clock.h"
@@ -19,13 +22,15 @@ namespace mycel::store {
 namespace {
 
 struct Fixture {
-  Fixture() : clock(absl::FromUnixSeconds(1'800'000'000)) {
+  explicit Fixture(int64_t quota_bytes = 0)
+      : clock(absl::FromUnixSeconds(1'800'000'000)) {
     auto s = Store::Open(dir.Sub("n1.db"),
                          Store::Options{.origin = "n1", .clock = &clock});
     REQUIRE_MESSAGE(s.ok(), s.status().ToString());
     store = *std::move(s);
     objects = std::make_unique<ObjectStore>(store.get());
-    state = std::make_unique<StateStore>(objects.get(), store.get());
+    state =
+        std::make_unique<StateStore>(objects.get(), store.get(), quota_bytes);
   }
   ObjectChange Put(const std::string& key, const std::string& value) {
     auto c = state->Put(key, value, std::nullopt);
@@ -136,6 +141,83 @@ TEST_CASE(
   CHECK(cas.status().message().find(read.ToString()) !=
         absl::string_view::npos);
   CHECK(*state->Get("k")->value == "3");
+}
+
+TEST_CASE("past the quota puts are refused; deletes go on and make room") {
+  // Without a bound, anyone the `write` rule admits could fill the disk of
+  // every node of the mesh, a key at a time.
+  int64_t empty = 0;
+  {
+    Fixture probe;
+    empty = *probe.store->UsedBytes();
+  }
+  const int64_t quota = empty + (256 << 10);
+  Fixture f(quota);
+  const std::string value = absl::StrCat("\"", std::string(4000, 'v'), "\"");
+  std::vector<std::string> acknowledged;
+  absl::Status refused;
+  for (int i = 0; i < 1000 && refused.ok(); ++i) {
+    const std::string key = absl::StrCat("fill/", i);
+    absl::StatusOr<ObjectChange> c = f.state->Put(key, value, std::nullopt);
+    if (c.ok()) {
+      acknowledged.push_back(key);
+    } else {
+      refused = c.status();
+    }
+    // The measure is at most 100 ms old: let it catch up now and then.
+    if (i % 16 == 15) absl::SleepFor(absl::Milliseconds(101));
+  }
+  REQUIRE(refused.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(absl::StartsWith(refused.message(),
+                         "state_quota: the state database holds "));
+  CHECK(absl::StrContains(refused.message(), "delete keys"));
+  CHECK(f.state->refused_over_quota() == 1);
+  // The database went past the quota by what fits in 100 ms at most.
+  const int64_t used = *f.store->UsedBytes();
+  CHECK(used >= quota);
+  CHECK(used < quota + (256 << 10));
+  // Every acknowledged put is there, and nothing else.
+  // A put holds its value twice, in objects and in the change log: about
+  // 8 KB each here, so about 32 of them fill 256 KB.
+  REQUIRE(acknowledged.size() >= 16);
+  for (const std::string& key : acknowledged) {
+    CAPTURE(key);
+    CHECK(f.state->Get(key).ok());
+  }
+  CHECK(absl::IsNotFound(
+      f.state->Get(absl::StrCat("fill/", acknowledged.size())).status()));
+  // A put refused stays refused, asynchronously too, answered at once.
+  absl::Status async;
+  f.state->PutAsync(
+      "more", value, std::nullopt,
+      [&](absl::StatusOr<ObjectChange> c) { async = c.status(); });
+  CHECK(async.code() == absl::StatusCode::kResourceExhausted);
+  // A delete of a key that holds no value would only add a tombstone, which
+  // every node keeps until it is collected: refused too.
+  absl::StatusOr<ObjectChange> no_value = f.state->Delete("never/written");
+  CHECK(no_value.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(absl::StrContains(no_value.status().message(),
+                          "deletes of keys that hold no value here"));
+  absl::Status async_delete;
+  f.state->DeleteAsync("never/written", [&](absl::StatusOr<ObjectChange> c) {
+    async_delete = c.status();
+  });
+  CHECK(async_delete.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(f.state->refused_over_quota() == 4);
+  // Deletes that free a value are taken; once collected, their space is
+  // used again.
+  for (const std::string& key : acknowledged) {
+    REQUIRE(f.state->Delete(key).ok());
+  }
+  // Deleted once, a key holds no value: deleting it again is refused.
+  CHECK(f.state->Delete(acknowledged[0]).status().code() ==
+        absl::StatusCode::kResourceExhausted);
+  auto gc = f.objects->CollectGarbage({{"n1", 1 << 20}}, 0);
+  REQUIRE(gc.ok());
+  CHECK(gc->tombstones == static_cast<int64_t>(acknowledged.size()));
+  absl::SleepFor(absl::Milliseconds(101));
+  CHECK(*f.store->UsedBytes() < quota);
+  CHECK(f.state->Put("again", value, std::nullopt).ok());
 }
 
 TEST_CASE("a version is origin:seq@hlc, and parsing names the field") {
