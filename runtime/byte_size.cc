@@ -39,8 +39,9 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view flag,
     if (shift != 0) t.pop_back();
   }
   double v = 0;
-  if (t.empty() || !absl::SimpleAtod(t, &v) || v < 0 ||
-      v * (1LL << shift) > 9.2e18) {
+  // !(v >= 0) also refuses "nan"; "inf" fails the bound.
+  if (t.empty() || !absl::SimpleAtod(t, &v) || !(v >= 0) ||
+      v * static_cast<double>(int64_t{1} << shift) > 9.2e18) {
     return absl::InvalidArgumentError(absl::StrCat(
         flag, ": want a size such as 65536, 512K, 64M or 2G, got \"", text,
         "\""));

@@ -65,7 +65,7 @@ class StateStore {
 
   const ObjectStore::Options& limits() const { return objects_->options(); }
   int64_t quota_bytes() const { return quota_bytes_; }
-  // Puts refused for the quota so far.
+  // Writes (puts, deletes) refused for the quota so far.
   uint64_t refused_over_quota() const { return refused_over_quota_.load(); }
 
   // As ObjectStore's, in the kv namespace. While the database holds

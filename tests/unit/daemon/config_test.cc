@@ -222,7 +222,8 @@ TEST_CASE("state_quota: 2G by default, a size in 1M..1T, named in errors") {
   auto mib = ParseDaemonFlags({"--state-quota", "512MiB"});
   REQUIRE(mib.ok());
   CHECK(*StateQuota(mib->config) == int64_t{512} << 20);
-  for (const char* bad : {"0", "1023K", "2T", "lots", "-1G", ""}) {
+  for (const char* bad :
+       {"0", "1023K", "2T", "lots", "-1G", "nan", "inf", "1e30", ""}) {
     CAPTURE(bad);
     auto f = ParseDaemonFlags({"--state-quota", bad});
     if (std::string(bad).empty()) {
