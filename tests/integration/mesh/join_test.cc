@@ -376,6 +376,49 @@ TEST_CASE("bad tokens over the wire, and the limit on guessing") {
   CHECK(Contains(b.Local({"mesh", "info"}).out, "not in a mesh"));
 }
 
+TEST_CASE(
+    "a node past its --state-quota refuses its own puts and still takes its "
+    "peers' changes") {
+  // The quota bounds what a node writes. A replica that refused changes
+  // from its peers would fall behind for good.
+  Node a({"--node-name", "a"});
+  Node b({"--node-name", "b", "--state-quota", "1M"});
+  InitMesh(a);
+  REQUIRE(b.daemon.Start());
+  REQUIRE(Join(b, a, Token(a)).exit_code == 0);
+  // 20 values of 64 KB: 1.3 MB in the objects alone, on every replica.
+  const std::string value =
+      absl::StrCat("\"", std::string(64 << 10, 'v'), "\"");
+  for (int i = 0; i < 20; ++i) {
+    CommandResult put =
+        a.Local({"state", "put", absl::StrCat("big/", i), value});
+    REQUIRE_MESSAGE(put.exit_code == 0, put.err);
+  }
+  CHECK(Eventually(
+      [&] {
+        return b.Local({"state", "get", "big/19"}).exit_code == 0;
+      },
+      absl::Seconds(20)));
+  // b measures its database at most every 100 ms.
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  CommandResult refused = b.Local({"state", "put", "from/b", "1"});
+  CHECK(refused.exit_code == 1);
+  CHECK_MESSAGE(Contains(refused.err, "state_quota"), refused.err);
+  // a is within its own quota: its next change reaches b all the same.
+  REQUIRE(
+      a.Local({"state", "put", "after", "\"still replicated\""}).exit_code ==
+      0);
+  CHECK(Eventually(
+      [&] {
+        return absl::StripAsciiWhitespace(
+                   b.Local({"state", "get", "after"}).out) ==
+               "\"still replicated\"";
+      },
+      absl::Seconds(20)));
+  // And b frees room by deleting what it holds.
+  CHECK(b.Local({"state", "del", "big/0"}).exit_code == 0);
+}
+
 TEST_CASE("a guesser over IPv6 spends the budget of its /64") {
   // gRPC names an IPv6 caller "ipv6:%5B::1%5D:PORT": the failures are
   // counted for ::/64, the block a holder of ::1 could bind all of.
