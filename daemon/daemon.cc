@@ -315,6 +315,9 @@ absl::Status Daemon::StartApi(const HostInfo& host, int schema_version,
   if (flood_guard_ == nullptr) {
     flood_guard_ =
         std::make_unique<identity::FloodGuard>(identity::FloodGuard::Options{
+            // Until the flood's connections are shut and their sources
+            // refused (OnCallFlood); then others may join again.
+            .ban_without_certificate = absl::Seconds(2),
             .clock = &clock_,
             .on_flood = [this](const std::string& identity, int64_t unstarted) {
               boost::asio::post(io_, [this, identity, unstarted] {
@@ -493,16 +496,17 @@ void Daemon::OnCallFlood(const std::string& identity, int64_t unstarted) {
   size_t closed = 0;
   for (ApiServer* server : {server_.get(), mesh_server_.get()}) {
     if (server == nullptr) continue;
-    closed += certless ? server->ShutdownWindowConnections("tcp")
-                       : server->ShutdownConnections("tcp");
+    closed +=
+        certless ? server->ShutdownWindowConnections("tcp", flood_guard_->ban())
+                 : server->ShutdownConnections("tcp");
   }
   log::Error(
       certless
           ? "a TCP client without a certificate opened calls that never "
-            "reached this node (HTTP/2 streams reset at once?): clients "
-            "without one are refused for a while, and the connections "
-            "taken while joins were served were shut down (the others "
-            "stay)"
+            "reached this node (HTTP/2 streams reset at once?): the "
+            "connections taken while joins were served were shut down (the "
+            "others stay), and their sources are refused while joins are "
+            "served, for a while"
           : "a TCP client opened calls that never reached this node (HTTP/2 "
             "streams reset at once?): its certificate is refused for a "
             "while, and every TCP connection was shut down (the others "
@@ -635,7 +639,8 @@ std::vector<std::pair<std::string, int64_t>> Daemon::CountersOnLoop() {
          {"refused_rate", n(l.refused_rate)},
          {"refused_open", n(l.refused_open)},
          {"accept_failures", n(l.accept_failures)},
-         {"closed_after_window", n(l.closed_after_window)}});
+         {"closed_after_window", n(l.closed_after_window)},
+         {"refused_banned", n(l.refused_banned)}});
   };
   listener(server_.get(), "unix");
   listener(mesh_server_ != nullptr ? mesh_server_.get() : server_.get(), "tcp");

@@ -195,6 +195,7 @@ Listener::Stats Listener::stats() const {
   s.refused_open = refused_open_.load();
   s.accept_failures = accept_failures_.load();
   s.closed_after_window = closed_after_window_.load();
+  s.refused_banned = refused_banned_.load();
   return s;
 }
 
@@ -285,13 +286,31 @@ void Listener::KeepRecentConnections() {
   }
 }
 
-size_t Listener::ShutdownWindowConnections() {
+size_t Listener::ShutdownWindowConnections(absl::Duration ban_sources) {
+  const absl::Time until = absl::Now() + ban_sources;
   size_t n = 0;
   for (UniqueFd& fd : window_conns_) {
+    sockaddr_storage peer;
+    socklen_t len = sizeof(peer);
+    if (ban_sources > absl::ZeroDuration() &&
+        getpeername(fd.get(), reinterpret_cast<sockaddr*>(&peer), &len) == 0) {
+      if (std::string source = SourceBlock(peer); !source.empty()) {
+        absl::Time& t = banned_sources_[source];
+        t = std::max(t, until);
+      }
+    }
     if (shutdown(fd.get(), SHUT_RDWR) == 0) ++n;
   }
   window_conns_.clear();
   return n;
+}
+
+bool Listener::SourceBanned(const std::string& source) {
+  auto it = banned_sources_.find(source);
+  if (it == banned_sources_.end()) return false;
+  if (absl::Now() < it->second) return true;
+  banned_sources_.erase(it);
+  return false;
 }
 
 void Listener::CloseWindowConnections() {
@@ -414,6 +433,16 @@ void Listener::OnReadable() {
       continue;
     }
     const std::string source = SourceBlock(peer);
+    if (!source.empty() && !banned_sources_.empty() && options_.window &&
+        SourceBanned(source) && WindowOpen()) {
+      refused_banned_.fetch_add(1);
+      LogRefusal(
+          "a source whose connections flooded the node while it served "
+          "joins",
+          absl::ResourceExhaustedError(absl::StrCat(
+              source, ": refused while joins are served, for a while")));
+      continue;
+    }
     if (!source.empty() && OverRate(source)) {
       refused_rate_.fetch_add(1);
       LogRefusal(

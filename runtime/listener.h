@@ -103,6 +103,7 @@ class Listener {
     uint64_t refused_open = 0;         // a source with per_source_open open
     uint64_t accept_failures = 0;      // EMFILE/ENFILE and others, retried
     uint64_t closed_after_window = 0;  // shut down when the window closed
+    uint64_t refused_banned = 0;  // a banned source while the window is open
   };
 
   Listener(boost::asio::io_context* io, ListeningSocket socket,
@@ -125,8 +126,12 @@ class Listener {
   // clients reconnect. On the io_context's thread.
   size_t ShutdownOpen();
   // The same for the connections taken while the window was open (or
-  // kept as if they were); the others stay. On the io_context's thread.
-  size_t ShutdownWindowConnections();
+  // kept as if they were); the others stay. For `ban_sources` after, the
+  // sources they came from are refused new connections while the window
+  // is open (a flood on one of them cannot be told from the others). On
+  // the io_context's thread.
+  size_t ShutdownWindowConnections(
+      absl::Duration ban_sources = absl::ZeroDuration());
 
  private:
   void Arm();
@@ -150,6 +155,8 @@ class Listener {
   // shuts the others down when it has closed; re-arms.
   void CheckWindow();
   void CloseWindowConnections();
+  // Whether `source` is banned now; forgets its ban once over.
+  bool SourceBanned(const std::string& source);
 
   boost::asio::io_context* const io_;
   const Options options_;
@@ -171,11 +178,13 @@ class Listener {
     absl::Time accepted;
   };
   absl::flat_hash_map<std::string, std::vector<Handed>> open_;
+  // Sources refused while the window is open, until when.
+  absl::flat_hash_map<std::string, absl::Time> banned_sources_;
   size_t recorded_since_sweep_ = 0;
   absl::Time last_refusal_log_ = absl::InfinitePast();
   std::atomic<uint64_t> accepted_{0}, refused_admission_{0}, refused_no_fds_{0},
       refused_rate_{0}, refused_open_{0}, accept_failures_{0},
-      closed_after_window_{0};
+      closed_after_window_{0}, refused_banned_{0};
   bool closed_ = false;
 };
 

@@ -98,10 +98,11 @@ size_t ApiServer::ShutdownConnections(absl::string_view name) {
   return 0;
 }
 
-size_t ApiServer::ShutdownWindowConnections(absl::string_view name) {
+size_t ApiServer::ShutdownWindowConnections(absl::string_view name,
+                                            absl::Duration ban_sources) {
   for (Running& r : endpoints_) {
     if (r.name == name && r.listener != nullptr) {
-      return r.listener->ShutdownWindowConnections();
+      return r.listener->ShutdownWindowConnections(ban_sources);
     }
   }
   return 0;

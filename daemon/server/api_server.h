@@ -81,8 +81,11 @@ class ApiServer {
   // (Listener::ShutdownOpen); returns how many. On the io_context's thread.
   size_t ShutdownConnections(absl::string_view name);
   // Only those the endpoint took while it served joins to clients without
-  // a certificate (Listener::ShutdownWindowConnections).
-  size_t ShutdownWindowConnections(absl::string_view name);
+  // a certificate, and their sources are refused while it serves joins,
+  // for `ban_sources` (Listener::ShutdownWindowConnections).
+  size_t ShutdownWindowConnections(
+      absl::string_view name,
+      absl::Duration ban_sources = absl::ZeroDuration());
 
   // Marks every endpoint NOT_SERVING, stops accepting, and waits up to
   // `grace` for calls in flight. Idempotent.

@@ -96,7 +96,9 @@ bool FloodGuard::Opened(absl::string_view identity) {
     if (++n < options_.max_unstarted) return true;
     count = n;
     unstarted_.erase(std::string(identity));
-    banned_until_[identity] = now + options_.ban;
+    banned_until_[identity] =
+        now +
+        (identity.empty() ? options_.ban_without_certificate : options_.ban);
     ++bans_;
     who = std::string(identity);
   }

@@ -13,12 +13,14 @@
 // through that have not reached a handler; the count halves every
 // `half_life`, so that the few calls an honest client cancels early fade.
 // An identity with `max_unstarted` such calls is flooding: it is banned for
-// `ban` (its calls are refused, and so are its TLS handshakes) and
+// `ban` (`ban_without_certificate` for a client without one; its calls are
+// refused, and so are its TLS handshakes) and
 // `on_flood` runs, once per ban; the daemon then shuts down every TCP
 // connection it holds, the flooder's among them (gRPC does not say which
 // connection a call came on), and the others reconnect; for a flooder
 // without a certificate, only the connections taken while the node served
-// joins, the only ones such a client can hold.
+// joins, the only ones such a client can hold, and their sources are
+// refused new connections while joins are served, for `ban`.
 //
 // Thread-safe.
 #ifndef MYCEL_MESH_IDENTITY_FLOOD_GUARD_H_
@@ -47,6 +49,11 @@ class FloodGuard {
     int64_t max_unstarted = 4096;
     absl::Duration half_life = absl::Seconds(10);
     absl::Duration ban = absl::Minutes(5);
+    // The ban of the identity without a certificate (""), which every such
+    // client shares: the daemon keeps it short and refuses the flood's
+    // sources at its listener instead, so that one flooder does not keep
+    // everyone else's joins out (docs/security.md).
+    absl::Duration ban_without_certificate = absl::Minutes(5);
     // Borrowed; must outlive the guard.
     const Clock* clock = nullptr;
     // Runs on the thread that saw the call that crossed the limit, with no

@@ -98,7 +98,10 @@ class TcpListenerFixture {
         std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (std::chrono::steady_clock::now() < deadline) {
       const Listener::Stats s = listener_->stats();
-      if (s.accepted + s.refused_rate + s.refused_open >= n) return;
+      if (s.accepted + s.refused_rate + s.refused_open + s.refused_banned >=
+          n) {
+        return;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     FAIL("the listener did not handle ", n, " connections in 5 s");
@@ -120,10 +123,11 @@ class TcpListenerFixture {
   }
   Listener::Stats stats() const { return listener_->stats(); }
   // Listener::ShutdownWindowConnections, on the listener's thread.
-  size_t ShutdownWindow() {
+  size_t ShutdownWindow(absl::Duration ban_sources = absl::ZeroDuration()) {
     std::promise<size_t> done;
-    boost::asio::post(
-        io_, [&] { done.set_value(listener_->ShutdownWindowConnections()); });
+    boost::asio::post(io_, [&] {
+      done.set_value(listener_->ShutdownWindowConnections(ban_sources));
+    });
     return done.get_future().get();
   }
 
@@ -453,6 +457,47 @@ TEST_CASE("a flood without a certificate shuts the window's connections only") {
   CHECK_FALSE(SeesEof(next));
   CHECK(f.ShutdownWindow() == 1);
   CHECK(SeesEof(next));
+}
+
+TEST_CASE(
+    "a flood's sources are refused while the window is open, for the "
+    "ban; other sources are not") {
+  // Banning every client without a certificate after one flood kept every
+  // joiner out for the ban, and a flooder could renew it at will.
+  std::atomic<bool> open{true};
+  Listener::Options o;
+  o.window = [&] { return open.load(); };
+  o.window_check = absl::Milliseconds(50);
+  o.window_lookback = absl::ZeroDuration();
+  TcpListenerFixture f(o);
+  UniqueFd flooder = f.Connect("127.0.0.3");
+  f.WaitHandled(1);
+  CHECK(f.ShutdownWindow(absl::Seconds(1)) == 1);
+  CHECK(SeesEof(flooder));
+  UniqueFd again = f.Connect("127.0.0.3");
+  f.WaitHandled(2);
+  CHECK(f.stats().refused_banned == 1);
+  CHECK(SeesEof(again));
+  UniqueFd other = f.Connect("127.0.0.4");
+  f.WaitHandled(3);
+  CHECK(f.stats().accepted == 2);
+  CHECK_FALSE(SeesEof(other));
+  // With the window closed a client needs a certificate: the source may
+  // connect (a member behind the flooder's address, say).
+  open = false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  UniqueFd member = f.Connect("127.0.0.3");
+  f.WaitHandled(4);
+  CHECK(f.stats().accepted == 3);
+  CHECK_FALSE(SeesEof(member));
+  // The ban ends.
+  open = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  UniqueFd later = f.Connect("127.0.0.3");
+  f.WaitHandled(5);
+  CHECK(f.stats().accepted == 4);
+  CHECK(f.stats().refused_banned == 1);
+  CHECK_FALSE(SeesEof(later));
 }
 
 }  // namespace
