@@ -287,7 +287,12 @@ void Listener::KeepRecentConnections() {
 }
 
 size_t Listener::ShutdownWindowConnections(absl::Duration ban_sources) {
-  const absl::Time until = absl::Now() + ban_sources;
+  const absl::Time now = absl::Now();
+  const absl::Time until = now + ban_sources;
+  // Bans that are over are forgotten here too, not only when their source
+  // comes back: sources that never do would stay for good.
+  absl::erase_if(banned_sources_,
+                 [now](const auto& ban) { return ban.second <= now; });
   size_t n = 0;
   for (UniqueFd& fd : window_conns_) {
     sockaddr_storage peer;
